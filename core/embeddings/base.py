@@ -1,0 +1,47 @@
+"""The embedder interface. Every stored vector carries ``name`` and ``dim`` of its model."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class EmbeddingError(RuntimeError):
+    """An embedding backend could not be loaded or used."""
+
+
+class Embedder(ABC):
+    """Turns texts into L2-normalised float32 vectors.
+
+    ``name`` identifies the model (and its variant) so vectors of two models are never
+    mixed; ``dim`` is the vector size. Methods are synchronous and CPU-bound: callers run
+    them off the event loop (see :class:`core.embeddings.batcher.EmbeddingBatcher`).
+    """
+
+    name: str
+    dim: int
+
+    @abstractmethod
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for stored content, shape ``(len(texts), dim)``."""
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for search queries; models with asymmetric prefixes override this."""
+        return self.embed_passages(texts)
+
+    def embed_passage(self, text: str) -> np.ndarray:
+        return self.embed_passages([text])[0]
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_queries([text])[0]
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms

@@ -1,0 +1,45 @@
+"""Deterministic hashing embedder: no ML, stable across runs, good enough for tests."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Sequence
+
+import numpy as np
+
+from core.embeddings.base import Embedder, normalise_rows
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fold(text: str) -> str:
+    """Lowercase and strip accents: "Cabeça" -> "cabeca"."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+class HashingEmbedder(Embedder):
+    """Feature hashing of folded words and character trigrams into ``dim`` buckets."""
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+        self.name = f"hashing-{dim}"
+
+    def _bucket(self, feature: str) -> tuple[int, float]:
+        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+        value = int.from_bytes(digest, "little")
+        return value % self.dim, 1.0 if (value >> 63) & 1 else -1.0
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in _WORD.findall(fold(text)):
+                index, sign = self._bucket("w:" + word)
+                out[row, index] += 2.0 * sign
+                padded = f"#{word}#"
+                for i in range(len(padded) - 2):
+                    index, sign = self._bucket("t:" + padded[i : i + 3])
+                    out[row, index] += sign
+        return normalise_rows(out) if len(texts) else out
