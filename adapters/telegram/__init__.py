@@ -1,0 +1,21 @@
+"""Telegram bridge (python-telegram-bot). ``TelegramConfig`` imports without ``telegram``;
+``TelegramAdapter`` is loaded lazily so the settings layer never pulls the platform library."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from adapters.telegram.config import TelegramConfig
+
+if TYPE_CHECKING:
+    from adapters.telegram.adapter import TelegramAdapter
+
+__all__ = ["TelegramAdapter", "TelegramConfig"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TelegramAdapter":
+        from adapters.telegram.adapter import TelegramAdapter
+
+        return TelegramAdapter
+    raise AttributeError(name)
