@@ -1,0 +1,79 @@
+"""Storage interfaces. Every method that reads or writes a person's data takes the owner
+key and filters by it inside the implementation, so no caller can forget to."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from core.storage.records import MemoryNode, UserRecord
+
+
+class OwnedData(ABC):
+    """A part of storage that holds data about people: it can export and erase it.
+    The storage facade asks every registered part on export and on forget-me."""
+
+    section: str  # name of this part in an export ("messages", "memories", ...)
+
+    @abstractmethod
+    async def export_owner(self, owner: str) -> Any: ...
+
+    @abstractmethod
+    async def delete_owner(self, owner: str) -> int: ...
+
+
+class UserStore(OwnedData):
+    section = "profile"
+
+    @abstractmethod
+    async def ensure(
+        self, key: str, *, display_name: str | None = None, seen_at: datetime | None = None
+    ) -> UserRecord: ...
+
+    @abstractmethod
+    async def get(self, key: str) -> UserRecord | None: ...
+
+    @abstractmethod
+    async def update_profile(self, key: str, **fields: Any) -> None:
+        """Merge ``fields`` into the JSON profile (emotional state, preferences...)."""
+
+    @abstractmethod
+    async def set_language(self, key: str, language: str) -> None: ...
+
+    @abstractmethod
+    async def count(self) -> int: ...
+
+
+class NodeStore(OwnedData):
+    section = "messages"
+
+    @abstractmethod
+    async def add(self, node: MemoryNode) -> bool:
+        """Store a node; False when its ``source_id`` was already stored for the owner."""
+
+    @abstractmethod
+    async def get(self, owner: str, node_id: str) -> MemoryNode | None: ...
+
+    @abstractmethod
+    async def get_many(self, owner: str, node_ids: Sequence[str]) -> list[MemoryNode]: ...
+
+    @abstractmethod
+    async def recent(
+        self,
+        owner: str,
+        *,
+        limit: int = 10,
+        scopes: Sequence[str] | None = None,
+        chat_id: str | None = None,
+        before: datetime | None = None,
+    ) -> list[MemoryNode]:
+        """The owner's latest nodes, oldest first; ``scopes`` limits privacy scopes."""
+
+    @abstractmethod
+    async def count(self, owner: str | None = None) -> int:
+        """Nodes of one owner; with ``owner=None`` the total (admin statistics only)."""
+
+    @abstractmethod
+    async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None: ...

@@ -1,0 +1,131 @@
+"""One SQLite database through aiosqlite: WAL, foreign keys, versioned migrations."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+log = logging.getLogger(__name__)
+
+
+class StorageError(RuntimeError):
+    """The database could not be opened, migrated or written (disk full, corrupt...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """A schema step. Versions are global and unique: 1-9 core, 10-19 memory graph,
+    20-29 emotion, 30-39 structured memories, 40-49 import."""
+
+    version: int
+    name: str
+    sql: str
+
+
+class Database:
+    """Owns the connection. Writes go through :meth:`transaction`, which serialises them
+    (SQLite has one writer) so concurrent users never interleave half-done writes."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._conn: aiosqlite.Connection | None = None
+        self._write_lock = asyncio.Lock()
+
+    @property
+    def conn(self) -> aiosqlite.Connection:
+        if self._conn is None:
+            raise StorageError("database is not open")
+        return self._conn
+
+    async def open(self, migrations: Iterable[Migration]) -> None:
+        try:
+            if str(self.path) != ":memory:":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = await aiosqlite.connect(self.path, isolation_level=None)
+            self._conn.row_factory = aiosqlite.Row
+            await self._conn.execute("PRAGMA journal_mode=WAL")
+            await self._conn.execute("PRAGMA foreign_keys=ON")
+            await self._conn.execute("PRAGMA synchronous=NORMAL")
+            await self._conn.execute("PRAGMA busy_timeout=5000")
+            await self._migrate(sorted(migrations, key=lambda m: m.version))
+        except (aiosqlite.Error, OSError) as exc:
+            await self.close()
+            raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+
+    async def _migrate(self, migrations: Sequence[Migration]) -> None:
+        versions = [m.version for m in migrations]
+        if len(set(versions)) != len(versions):
+            raise StorageError(f"duplicate migration versions: {versions}")
+        await self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        async with self.conn.execute("SELECT version FROM schema_migrations") as cur:
+            applied = {row[0] for row in await cur.fetchall()}
+        for migration in migrations:
+            if migration.version in applied:
+                continue
+            log.info("applying migration %s %s", migration.version, migration.name)
+            async with self.transaction() as conn:
+                for statement in _split_sql(migration.sql):
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, unixepoch())",
+                    (migration.version, migration.name),
+                )
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._write_lock:
+            conn = self.conn
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                await conn.execute("ROLLBACK")
+                raise
+            else:
+                try:
+                    await conn.execute("COMMIT")
+                except aiosqlite.Error as exc:
+                    await conn.execute("ROLLBACK")
+                    raise StorageError(f"commit failed: {exc}") from exc
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
+        async with self.conn.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
+        async with self.conn.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            try:
+                await conn.close()
+            except aiosqlite.Error:  # closing a broken connection must not mask the cause
+                log.exception("error closing database")
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration script into complete statements (trigger bodies stay whole)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements

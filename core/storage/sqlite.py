@@ -1,0 +1,66 @@
+"""The SQLite storage facade: one database file, every part of a person's data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from core.storage.base import OwnedData
+from core.storage.database import Database, Migration
+from core.storage.sqlite_nodes import MIGRATIONS as NODE_MIGRATIONS
+from core.storage.sqlite_nodes import SQLiteNodeStore, SQLiteUserStore
+
+
+class SQLiteStorage:
+    """Opens the database, applies every part's migrations, and answers the questions
+    that span parts: export everything about a person, forget a person.
+
+    Parts (users, nodes, graph, structured memories...) are registered before ``open``;
+    each one filters by owner itself.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.db = Database(path)
+        self.users = SQLiteUserStore(self.db)
+        self.nodes = SQLiteNodeStore(self.db)
+        self._parts: list[OwnedData] = []
+        self._migrations: list[Migration] = []
+        self.register(self.nodes, NODE_MIGRATIONS)
+
+    @property
+    def path(self) -> Path:
+        return self.db.path
+
+    def register(self, part: OwnedData | None, migrations: list[Migration] | tuple[()] = ()) -> None:
+        """Add a part with its schema. Parts are erased in registration order, users last."""
+        if part is not None:
+            self._parts.append(part)
+        self._migrations.extend(migrations)
+
+    async def open(self) -> None:
+        await self.db.open(self._migrations)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def __aenter__(self) -> SQLiteStorage:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def export_owner(self, owner: str) -> dict[str, Any]:
+        """Everything stored about ``owner``, as JSON-ready data."""
+        export: dict[str, Any] = {"user": owner, "profile": await self.users.export_owner(owner)}
+        for part in self._parts:
+            export[part.section] = await part.export_owner(owner)
+        return export
+
+    async def forget_owner(self, owner: str) -> dict[str, int]:
+        """Erase everything about ``owner``; returns how many rows each part removed."""
+        removed: dict[str, int] = {}
+        for part in self._parts:
+            removed[part.section] = await part.delete_owner(owner)
+        removed["profile"] = await self.users.delete_owner(owner)
+        return removed

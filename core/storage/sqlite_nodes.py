@@ -1,0 +1,281 @@
+"""SQLite users and memory nodes (schema version 1)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import aiosqlite
+
+from core.storage.base import NodeStore, UserStore
+from core.storage.database import Database, Migration
+from core.storage.records import MemoryNode, NodeType, UserRecord, from_ts, to_ts
+from core.types import parse_user_key, utcnow
+
+MIGRATIONS = [
+    Migration(
+        1,
+        "users and memory nodes",
+        """
+        CREATE TABLE users (
+            key TEXT PRIMARY KEY,
+            platform TEXT NOT NULL,
+            external_id TEXT NOT NULL,
+            display_name TEXT,
+            language TEXT,
+            created_at REAL NOT NULL,
+            last_seen_at REAL NOT NULL,
+            profile TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE TABLE nodes (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL REFERENCES users(key) ON DELETE CASCADE,
+            type TEXT NOT NULL,
+            content TEXT NOT NULL,
+            ts REAL NOT NULL,
+            chat_id TEXT NOT NULL DEFAULT '',
+            chat_kind TEXT NOT NULL DEFAULT 'dm',
+            scope TEXT NOT NULL DEFAULT 'dm',
+            platform_message_id TEXT,
+            reply_to TEXT,
+            tags TEXT NOT NULL DEFAULT '[]',
+            emotion TEXT,
+            emotion_score REAL,
+            source_id TEXT
+        );
+        CREATE INDEX nodes_owner_ts ON nodes(owner, ts);
+        CREATE INDEX nodes_owner_message ON nodes(owner, platform_message_id);
+        CREATE UNIQUE INDEX nodes_owner_source ON nodes(owner, source_id) WHERE source_id IS NOT NULL;
+        """,
+    )
+]
+
+NODE_COLUMNS = (
+    "id, owner, type, content, ts, chat_id, chat_kind, scope, platform_message_id, reply_to, "
+    "tags, emotion, emotion_score, source_id"
+)
+
+
+def node_from_row(row: aiosqlite.Row) -> MemoryNode:
+    return MemoryNode(
+        id=row["id"],
+        owner=row["owner"],
+        type=NodeType(row["type"]),
+        content=row["content"],
+        timestamp=from_ts(row["ts"]),
+        chat_id=row["chat_id"],
+        chat_kind=row["chat_kind"],
+        scope=row["scope"],
+        platform_message_id=row["platform_message_id"],
+        reply_to=row["reply_to"],
+        tags=json.loads(row["tags"]),
+        emotion=row["emotion"],
+        emotion_score=row["emotion_score"],
+        source_id=row["source_id"],
+    )
+
+
+def node_params(node: MemoryNode) -> tuple[Any, ...]:
+    return (
+        node.id,
+        node.owner,
+        node.type.value,
+        node.content,
+        to_ts(node.timestamp),
+        node.chat_id,
+        node.chat_kind,
+        node.scope,
+        node.platform_message_id,
+        node.reply_to,
+        json.dumps(node.tags, ensure_ascii=False),
+        node.emotion,
+        node.emotion_score,
+        node.source_id,
+    )
+
+
+def node_to_dict(node: MemoryNode) -> dict[str, Any]:
+    return {
+        "id": node.id,
+        "type": node.type.value,
+        "content": node.content,
+        "timestamp": node.timestamp.isoformat(),
+        "chat_id": node.chat_id,
+        "chat_kind": node.chat_kind,
+        "scope": node.scope,
+        "platform_message_id": node.platform_message_id,
+        "reply_to": node.reply_to,
+        "tags": node.tags,
+        "emotion": node.emotion,
+        "emotion_score": node.emotion_score,
+    }
+
+
+class SQLiteUserStore(UserStore):
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @staticmethod
+    def _from_row(row: aiosqlite.Row) -> UserRecord:
+        return UserRecord(
+            key=row["key"],
+            platform=row["platform"],
+            external_id=row["external_id"],
+            display_name=row["display_name"],
+            language=row["language"],
+            created_at=from_ts(row["created_at"]),
+            last_seen_at=from_ts(row["last_seen_at"]),
+            profile=json.loads(row["profile"]),
+        )
+
+    async def ensure(
+        self, key: str, *, display_name: str | None = None, seen_at: datetime | None = None
+    ) -> UserRecord:
+        platform, external_id = parse_user_key(key)
+        seen = to_ts(seen_at or utcnow())
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO users(key, platform, external_id, display_name, created_at, last_seen_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET"
+                "  display_name = COALESCE(excluded.display_name, users.display_name),"
+                "  last_seen_at = MAX(users.last_seen_at, excluded.last_seen_at)",
+                (key, platform, external_id, display_name, seen, seen),
+            )
+        user = await self.get(key)
+        assert user is not None
+        return user
+
+    async def get(self, key: str) -> UserRecord | None:
+        row = await self.db.fetchone("SELECT * FROM users WHERE key = ?", (key,))
+        return self._from_row(row) if row else None
+
+    async def update_profile(self, key: str, **fields: Any) -> None:
+        async with self.db.transaction() as conn:
+            async with conn.execute("SELECT profile FROM users WHERE key = ?", (key,)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                raise KeyError(key)
+            profile = json.loads(row[0])
+            profile.update(fields)
+            await conn.execute(
+                "UPDATE users SET profile = ? WHERE key = ?",
+                (json.dumps(profile, ensure_ascii=False), key),
+            )
+
+    async def set_language(self, key: str, language: str) -> None:
+        async with self.db.transaction() as conn:
+            await conn.execute("UPDATE users SET language = ? WHERE key = ?", (language, key))
+
+    async def count(self) -> int:
+        row = await self.db.fetchone("SELECT COUNT(*) FROM users")
+        return int(row[0]) if row else 0
+
+    async def export_owner(self, owner: str) -> Any:
+        user = await self.get(owner)
+        if user is None:
+            return None
+        return {
+            "user": user.key,
+            "display_name": user.display_name,
+            "language": user.language,
+            "created_at": user.created_at.isoformat() if user.created_at else None,
+            "last_seen_at": user.last_seen_at.isoformat() if user.last_seen_at else None,
+            "profile": user.profile,
+        }
+
+    async def delete_owner(self, owner: str) -> int:
+        async with self.db.transaction() as conn:
+            cur = await conn.execute("DELETE FROM users WHERE key = ?", (owner,))
+            return cur.rowcount or 0
+
+
+class SQLiteNodeStore(NodeStore):
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def add(self, node: MemoryNode) -> bool:
+        async with self.db.transaction() as conn:
+            return await self.insert(conn, node)
+
+    async def insert(self, conn: aiosqlite.Connection, node: MemoryNode) -> bool:
+        """Insert inside a caller's transaction (the graph adds its rows beside it)."""
+        cur = await conn.execute(
+            f"INSERT OR IGNORE INTO nodes({NODE_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+            node_params(node),
+        )
+        return (cur.rowcount or 0) > 0
+
+    async def get(self, owner: str, node_id: str) -> MemoryNode | None:
+        row = await self.db.fetchone(
+            f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND id = ?", (owner, node_id)
+        )
+        return node_from_row(row) if row else None
+
+    async def get_many(self, owner: str, node_ids: Sequence[str]) -> list[MemoryNode]:
+        if not node_ids:
+            return []
+        found: dict[str, MemoryNode] = {}
+        ids = list(dict.fromkeys(node_ids))
+        for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            rows = await self.db.fetchall(
+                f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND id IN ({', '.join('?' * len(chunk))})",
+                (owner, *chunk),
+            )
+            for row in rows:
+                found[row["id"]] = node_from_row(row)
+        return [found[i] for i in ids if i in found]
+
+    async def recent(
+        self,
+        owner: str,
+        *,
+        limit: int = 10,
+        scopes: Sequence[str] | None = None,
+        chat_id: str | None = None,
+        before: datetime | None = None,
+    ) -> list[MemoryNode]:
+        sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ?"
+        params: list[Any] = [owner]
+        if scopes is not None:
+            sql += f" AND scope IN ({', '.join('?' * len(scopes))})" if scopes else " AND 0"
+            params.extend(scopes)
+        if chat_id is not None:
+            sql += " AND chat_id = ?"
+            params.append(chat_id)
+        if before is not None:
+            sql += " AND ts < ?"
+            params.append(to_ts(before))
+        sql += " ORDER BY ts DESC, rowid DESC LIMIT ?"
+        params.append(limit)
+        rows = await self.db.fetchall(sql, params)
+        return [node_from_row(r) for r in reversed(rows)]
+
+    async def count(self, owner: str | None = None) -> int:
+        if owner is None:
+            row = await self.db.fetchone("SELECT COUNT(*) FROM nodes")
+        else:
+            row = await self.db.fetchone("SELECT COUNT(*) FROM nodes WHERE owner = ?", (owner,))
+        return int(row[0]) if row else 0
+
+    async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
+        row = await self.db.fetchone(
+            f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND platform_message_id = ?"
+            " ORDER BY ts DESC LIMIT 1",
+            (owner, platform_message_id),
+        )
+        return node_from_row(row) if row else None
+
+    async def export_owner(self, owner: str) -> Any:
+        rows = await self.db.fetchall(
+            f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? ORDER BY ts, rowid", (owner,)
+        )
+        return [node_to_dict(node_from_row(r)) for r in rows]
+
+    async def delete_owner(self, owner: str) -> int:
+        async with self.db.transaction() as conn:
+            cur = await conn.execute("DELETE FROM nodes WHERE owner = ?", (owner,))
+            return cur.rowcount or 0
