@@ -1,0 +1,147 @@
+"""Building the application from settings: services, pipeline, commands, adapters."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+
+from adapters.base import Adapter
+from core.commands import CommandRouter, CommandStage
+from core.embeddings import Embedder, build_embedder
+from core.engine import Engine
+from core.llm import LLMProvider, build_provider
+from core.memory import ConversationMemory, PlainMemory
+from core.persona import load_persona
+from core.pipeline import Pipeline
+from core.services import EngineConfig, Services
+from core.stages import (
+    CleanStage,
+    DeliverStage,
+    GenerateStage,
+    GuardStage,
+    IdentifyStage,
+    PersistStage,
+    PromptStage,
+    RecallStage,
+    RememberStage,
+    ThrottleStage,
+)
+from core.storage import SQLiteStorage
+
+from akira_bot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Features (emotion, memory graph, structured memories...) plug in here: each is a
+# function that may register storage parts, add stages and commands to a built engine.
+Feature = Callable[[Settings, Services, Pipeline, CommandRouter], None]
+FEATURES: list[Feature] = []
+
+
+def engine_config(settings: Settings) -> EngineConfig:
+    return EngineConfig(
+        default_language=settings.bot.default_language,
+        max_input_chars=settings.bot.max_input_chars,
+        history_turns=settings.memory.history_turns,
+        recall_limit=settings.memory.recall_limit,
+        share_private_memory_in_groups=settings.memory.share_private_in_groups,
+        rate_limit_messages=settings.bot.rate_limit_messages,
+        rate_limit_window_s=settings.bot.rate_limit_window_s,
+        max_concurrent=settings.bot.max_concurrent,
+        max_queue_per_user=settings.bot.max_queue_per_user,
+        reply_max_tokens=settings.llm.max_tokens,
+    )
+
+
+def build_memory(settings: Settings, storage: SQLiteStorage, embedder: Embedder | None) -> ConversationMemory:
+    return PlainMemory(storage)
+
+
+def default_pipeline(router: CommandRouter) -> Pipeline:
+    guard = GuardStage()
+    return Pipeline(
+        [
+            guard,
+            IdentifyStage(),
+            CommandStage(router),
+            PersistStage(),
+            ThrottleStage(guard),
+            RecallStage(),
+            PromptStage(),
+            GenerateStage(),
+            CleanStage(),
+            DeliverStage(),
+            RememberStage(),
+        ]
+    )
+
+
+def build_engine(
+    settings: Settings,
+    *,
+    llm: LLMProvider | None = None,
+    embedder: Embedder | None = None,
+) -> Engine:
+    """The engine for ``settings``; ``llm``/``embedder`` override the configured ones
+    (tests, embedding a bot in another program)."""
+    storage = SQLiteStorage(settings.database_path)
+    if embedder is None and settings.memory.graph:
+        embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
+    if llm is None:
+        llm = build_provider(settings.llm, cache_dir=settings.data_dir / "models")
+    services = Services(
+        storage=storage,
+        llm=llm,
+        memory=build_memory(settings, storage, embedder),
+        persona=load_persona(settings.bot.persona_file),
+        config=engine_config(settings),
+        embedder=embedder,
+    )
+    router = CommandRouter()
+    pipeline = default_pipeline(router)
+    for feature in FEATURES:
+        feature(settings, services, pipeline, router)
+    return Engine(services, pipeline, router)
+
+
+def build_adapters(settings: Settings, engine: Engine) -> list[Adapter]:
+    """Every platform adapter that has settings; with none, the console."""
+    adapters: list[Adapter] = []
+    if settings.telegram.token is not None and settings.telegram.token.get_secret_value():
+        from adapters.telegram import TelegramAdapter
+
+        adapters.append(TelegramAdapter(engine, settings.telegram))
+    if settings.discord.token is not None and settings.discord.token.get_secret_value():
+        from adapters.discord import DiscordAdapter
+
+        adapters.append(DiscordAdapter(engine, settings.discord))
+    return adapters
+
+
+async def serve(settings: Settings, adapters: list[Adapter], engine: Engine) -> None:
+    """Run platform adapters until SIGTERM/SIGINT, then shut down gracefully."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
+            pass
+    await engine.start()
+    started: list[Adapter] = []
+    try:
+        for adapter in adapters:
+            await adapter.start()
+            started.append(adapter)
+            log.warning("%s adapter running", adapter.name)
+        await stop.wait()
+    finally:
+        # Stop taking updates first, then let in-flight replies finish, then close.
+        for adapter in reversed(started):
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("error stopping the %s adapter", adapter.name)
+        await engine.close()

@@ -1,0 +1,191 @@
+"""The ``akira-bot`` command line (a stable contract, see DESIGN.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from akira_bot.settings import CONFIG_ENV, Settings, SettingsError, load_settings
+
+log = logging.getLogger("akira_bot")
+
+EXIT_USAGE = 2
+
+
+class CLIError(Exception):
+    """A failure explained in one line for the person at the terminal."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RedactSecrets(logging.Filter):
+    """Last line of defence: configured secrets never reach a log line."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self.secrets = [s for s in secrets if s and len(s) >= 4]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            message = record.getMessage()
+            if any(s in message for s in self.secrets):
+                for secret in self.secrets:
+                    message = message.replace(secret, "***")
+                record.msg, record.args = message, None
+        return True
+
+
+def secret_values(settings: Settings) -> list[str]:
+    values = []
+    for secret in (
+        settings.llm.api_key,
+        settings.telegram.token,
+        settings.telegram.webhook_secret,
+        settings.discord.token,
+    ):
+        if secret is not None:
+            values.append(secret.get_secret_value())
+    return values
+
+
+def configure_logging(settings: Settings) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactSecrets(secret_values(settings)))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level)
+    for noisy in ("httpx", "httpcore", "discord", "telegram", "aiosqlite"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+# --- commands -------------------------------------------------------------------------
+
+
+def _run(coro: Coroutine[Any, Any, int | None]) -> int:
+    return asyncio.run(coro) or 0
+
+
+async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    from akira_bot.app import build_adapters, build_engine, serve
+
+    engine = build_engine(settings)
+    adapters = build_adapters(settings, engine)
+    if not adapters:
+        return await cmd_chat(settings, args, engine=engine)
+    await serve(settings, adapters, engine)
+    return 0
+
+
+async def cmd_chat(settings: Settings, args: argparse.Namespace, engine: Any = None) -> int:
+    from adapters.console import ConsoleAdapter, ConsoleConfig
+    from akira_bot.app import build_engine
+
+    engine = engine or build_engine(settings)
+    user = getattr(args, "user", None)
+    config = ConsoleConfig(user=user) if user else ConsoleConfig()
+    async with engine:
+        await ConsoleAdapter(engine, config).start()
+    return 0
+
+
+async def cmd_emotion(settings: Settings, args: argparse.Namespace) -> int:
+    from akira_bot.features.emotion import build_detector_from_settings
+
+    detector = build_detector_from_settings(settings)
+    reading = await asyncio.to_thread(detector.detect, args.text)
+    if args.json:
+        print(json.dumps({"label": reading.label, "score": round(float(reading.score), 4)}))
+    else:
+        print(f"{reading.label} ({reading.score:.2f})")
+    return 0
+
+
+# --- parser ---------------------------------------------------------------------------
+
+Handler = Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int | None]]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="akira-bot",
+        description=(
+            "AKIRA: a chat bot that remembers people. Settings come from AKIRA_* environment "
+            "variables (nested with __, e.g. AKIRA_LLM__PROVIDER) and an optional TOML file."
+        ),
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help=f"TOML settings file (default: ./akira.toml if present; env {CONFIG_ENV})"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="start every configured adapter (Telegram, Discord); with none, the console",
+        description="Start every adapter that has settings (AKIRA_TELEGRAM__TOKEN, AKIRA_DISCORD__TOKEN). "
+        "With none configured, chat in the console. SIGTERM/Ctrl-C shut down gracefully.",
+    )
+    run.add_argument("--user", help="console user name when the console is started")
+    run.set_defaults(handler=cmd_run)
+
+    chat = sub.add_parser(
+        "chat",
+        help="chat in the terminal (one reply per line when stdin is piped)",
+        description="Chat with AKIRA in the terminal. Interactive on a terminal (Ctrl-D quits); "
+        "with piped stdin, one reply line per input line. The user is console:NAME.",
+    )
+    chat.add_argument("--user", help="who you are (stored as console:NAME; default: your login)")
+    chat.set_defaults(handler=cmd_chat)
+
+    emotion = sub.add_parser(
+        "emotion",
+        help="detect the emotion of a text",
+        description="Print the detected emotional state (agressivo, feliz, triste, confuso, neutro) and its score.",
+    )
+    emotion.add_argument("text", help="the text to classify")
+    emotion.add_argument("--json", action="store_true", help='print {"label": ..., "score": ...}')
+    emotion.set_defaults(handler=cmd_emotion)
+
+    from akira_bot import cli_memory
+
+    cli_memory.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.config:
+        os.environ[CONFIG_ENV] = args.config
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        if getattr(args, "command", None) is None:
+            handler = cmd_chat  # bare `akira-bot`: chat, like `run` with nothing configured
+        else:
+            parser.parse_args([*(argv or sys.argv[1:]), "--help"])
+            return EXIT_USAGE
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"akira-bot: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    configure_logging(settings)
+    try:
+        return _run(handler(settings, args))
+    except CLIError as exc:
+        print(f"akira-bot: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""``akira-bot memory ...``: look into, export and erase what AKIRA remembers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from core.engine import Engine
+from core.llm import ScriptedProvider
+from core.types import parse_user_key
+
+from akira_bot.settings import Settings
+
+
+class _UserArg:
+    """argparse type for USER: ``platform:id``."""
+
+    def __call__(self, value: str) -> str:
+        try:
+            parse_user_key(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+
+USER = _UserArg()
+
+
+@asynccontextmanager
+async def open_engine(settings: Settings) -> AsyncIterator[Engine]:
+    """The engine without a language model: memory tools never generate text."""
+    from akira_bot.app import build_engine
+
+    engine = build_engine(settings, llm=ScriptedProvider())
+    async with engine:
+        yield engine
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
+    async with open_engine(settings) as engine:
+        recall = await engine.services.memory.recall(args.user, args.query, scopes=None, limit=args.limit)
+    results = [
+        {
+            "id": item.node.id,
+            "timestamp": item.node.timestamp.isoformat(),
+            "type": item.node.type.value,
+            "content": item.node.content,
+            "score": round(item.score, 4),
+            "reason": item.reason,
+            "chat_id": item.node.chat_id,
+            "tags": item.node.tags,
+        }
+        for item in recall.nodes
+    ]
+    if args.json:
+        _print_json({"user": args.user, "query": args.query, "results": results})
+        return 0
+    if not results:
+        print("no memories found")
+    for i, r in enumerate(results, 1):
+        print(f"{i:>2}. [{r['timestamp'][:16]}] ({r['score']:.3f}, {r['reason']}) {r['content']}")
+    return 0
+
+
+async def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
+    async with open_engine(settings) as engine:
+        data = await engine.storage.export_owner(args.user)
+    _print_json(data)
+    return 0
+
+
+async def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
+    async with open_engine(settings) as engine:
+        removed = await engine.storage.forget_owner(args.user)
+    total = sum(removed.values())
+    details = ", ".join(f"{k}: {v}" for k, v in removed.items())
+    print(f"forgot {args.user}: {total} record(s) removed ({details})")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    memory = sub.add_parser(
+        "memory",
+        help="search, recall, export, forget or import what AKIRA remembers",
+        description="Memory tools. USER is platform:id, e.g. telegram:42 or console:alice.",
+    )
+    msub = memory.add_subparsers(dest="memory_command", metavar="ACTION")
+
+    search = msub.add_parser(
+        "search",
+        help="search a person's memory graph",
+        description="Search USER's memory (vector + full-text seeds, then connections).",
+    )
+    search.add_argument("user", type=USER, metavar="USER", help="platform:id")
+    search.add_argument("query", help="what to look for")
+    search.add_argument("--limit", type=int, default=10, help="how many results (default 10)")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    search.set_defaults(handler=cmd_search)
+
+    export = msub.add_parser(
+        "export", help="print everything stored about a person as JSON", description="Export USER's data as JSON."
+    )
+    export.add_argument("user", type=USER, metavar="USER", help="platform:id")
+    export.set_defaults(handler=cmd_export)
+
+    forget = msub.add_parser(
+        "forget",
+        help="erase everything stored about a person",
+        description="Erase USER's messages, graph, memories, profile and emotional history.",
+    )
+    forget.add_argument("user", type=USER, metavar="USER", help="platform:id")
+    forget.set_defaults(handler=cmd_forget)

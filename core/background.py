@@ -1,0 +1,43 @@
+"""Bounded background work (memory extraction...) that never crashes the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+
+log = logging.getLogger(__name__)
+
+
+class BackgroundTasks:
+    """Runs coroutines in the background, at most ``limit`` at once; failures are logged.
+    ``drain`` waits for what is running (graceful shutdown, tests)."""
+
+    def __init__(self, limit: int = 4) -> None:
+        self._semaphore = asyncio.Semaphore(limit)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, work: Awaitable[None], name: str = "background") -> None:
+        async def run() -> None:
+            async with self._semaphore:
+                try:
+                    await work
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("background task %s failed", name)
+
+        task = asyncio.get_running_loop().create_task(run(), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def pending(self) -> int:
+        return len(self._tasks)
+
+    async def drain(self, timeout: float | None = None) -> None:
+        if not self._tasks:
+            return
+        done, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+        for task in pending:
+            task.cancel()

@@ -1,0 +1,132 @@
+"""The engine: the pipeline behind the ``MessageHandler`` interface adapters call.
+
+It keeps each person's messages in order (one at a time per user, in arrival order) while
+different people run concurrently under a global bound; when a user's queue is full the
+message is still stored and the person gets a short "busy" reply instead of silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.commands import CommandRouter
+from core.i18n import detect_language, normalise_locale, t
+from core.pipeline import Pipeline, TurnContext
+from core.services import Services
+from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _UserLane:
+    lock: asyncio.Lock
+    waiting: int = 0
+
+
+class Engine:
+    def __init__(self, services: Services, pipeline: Pipeline, router: CommandRouter) -> None:
+        self.services = services
+        self.pipeline = pipeline
+        self.router = router
+        self._lanes: dict[str, _UserLane] = {}
+        self._slots = asyncio.Semaphore(services.config.max_concurrent)
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closing = False
+        self._started = False
+
+    @property
+    def commands(self) -> Sequence[CommandSpec]:
+        return self.router.specs
+
+    @property
+    def storage(self):  # noqa: ANN201 - convenience for tools and tests
+        return self.services.storage
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self.services.storage.open()
+        await self.services.llm.start()
+        self._started = True
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Stop taking messages, let in-flight ones finish within ``timeout``, close."""
+        self._closing = True
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            log.warning("closing with %d message(s) still in flight", self._in_flight)
+        await self.services.background.drain(timeout)
+        await self.services.llm.close()
+        await self.services.storage.close()
+        self._started = False
+
+    async def __aenter__(self) -> Engine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def handle(self, message: IncomingMessage, responder: Responder) -> None:
+        if self._closing:
+            raise RuntimeError("engine is shutting down")
+        owner = message.owner
+        lane = self._lanes.get(owner)
+        if lane is None:
+            lane = self._lanes[owner] = _UserLane(asyncio.Lock())
+        if lane.waiting >= self.services.config.max_queue_per_user:
+            await self._overloaded(message, responder)
+            return
+        lane.waiting += 1
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            async with lane.lock, self._slots:
+                await self._process(message, responder)
+        finally:
+            lane.waiting -= 1
+            self._in_flight -= 1
+            if lane.waiting == 0 and not lane.lock.locked():
+                self._lanes.pop(owner, None)
+            if self._in_flight == 0:
+                self._idle.set()
+
+    async def _process(self, message: IncomingMessage, responder: Responder) -> None:
+        ctx = TurnContext(
+            message=message,
+            responder=responder,
+            services=self.services,
+            language=normalise_locale(message.locale) or self.services.config.default_language,
+        )
+        try:
+            await self.pipeline.run(ctx)
+        except Exception:
+            # The message was stored first; the person gets a polite reply, not silence.
+            log.exception("pipeline failed for a message of %s", message.owner)
+            if not ctx.sent:
+                await responder.send(Reply(t("fallback", ctx.language), ReplyKind.FALLBACK))
+
+    async def _overloaded(self, message: IncomingMessage, responder: Responder) -> None:
+        """Too many waiting messages for one user: store this one, say we are busy."""
+        language = detect_language(message.text) or self.services.config.default_language
+        persist = self.pipeline.get("persist")
+        ctx = TurnContext(message=message, responder=responder, services=self.services, language=language)
+        ctx.text = message.text[: self.services.config.max_input_chars]
+        try:
+            await self.services.storage.users.ensure(message.owner, seen_at=message.sent_at)
+
+            async def stop() -> None:
+                return None
+
+            await persist(ctx, stop)
+        except Exception:
+            log.exception("could not store an overflow message of %s", message.owner)
+        log.warning("user %s over the queue bound: busy reply", message.owner)
+        await responder.send(Reply(t("busy", language), ReplyKind.NOTICE))

@@ -1,0 +1,77 @@
+"""The conversation-memory interface the pipeline stores to and recalls from."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from core.storage.records import MemoryNode
+from core.storage.sqlite import SQLiteStorage
+
+
+@dataclass(frozen=True, slots=True)
+class RecalledNode:
+    """A node found for a query, with the reason it was included."""
+
+    node: MemoryNode
+    score: float
+    reason: str  # "direct match" or "via <relation> from <node id>"
+    depth: int = 0
+    via_node_id: str | None = None
+    via_relation: str | None = None
+
+
+@dataclass(slots=True)
+class Recall:
+    nodes: list[RecalledNode] = field(default_factory=list)
+
+
+class ConversationMemory(ABC):
+    """Stores every message as a node and finds what matters for a new one."""
+
+    def __init__(self, storage: SQLiteStorage) -> None:
+        self.storage = storage
+
+    @abstractmethod
+    async def store(self, node: MemoryNode) -> bool:
+        """Persist a node (tags, embedding, connections as the implementation can);
+        False when it was a duplicate (same owner and ``source_id``)."""
+
+    async def store_many(self, nodes: Sequence[MemoryNode]) -> list[bool]:
+        """Bulk store (imports); implementations batch embeddings and transactions."""
+        return [await self.store(node) for node in nodes]
+
+    @abstractmethod
+    async def recall(
+        self,
+        owner: str,
+        query: str,
+        *,
+        scopes: Sequence[str] | None,
+        limit: int = 8,
+        exclude_ids: Sequence[str] = (),
+        at: datetime | None = None,
+    ) -> Recall:
+        """Nodes of ``owner`` relevant to ``query``, only from ``scopes`` (None = all)."""
+
+
+class PlainMemory(ConversationMemory):
+    """Stores nodes without embeddings or links and recalls nothing beyond the recent
+    turns the prompt already holds: the engine's memory before the graph is configured."""
+
+    async def store(self, node: MemoryNode) -> bool:
+        return await self.storage.nodes.add(node)
+
+    async def recall(
+        self,
+        owner: str,
+        query: str,
+        *,
+        scopes: Sequence[str] | None,
+        limit: int = 8,
+        exclude_ids: Sequence[str] = (),
+        at: datetime | None = None,
+    ) -> Recall:
+        return Recall()

@@ -1,0 +1,54 @@
+"""What the stages share: storage, memory, the LLM, configuration. Built once per app."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from core.background import BackgroundTasks
+from core.embeddings.base import Embedder
+from core.llm.base import LLMProvider
+from core.memory.base import ConversationMemory
+from core.persona import Persona
+from core.storage.sqlite import SQLiteStorage
+from core.types import utcnow
+
+if TYPE_CHECKING:
+    from core.pipeline import TurnContext
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    default_language: str = "pt"
+    max_input_chars: int = 4000
+    history_turns: int = 8  # recent messages (both sides) put in the prompt
+    recall_limit: int = 8
+    # Memory privacy: a group reply uses only what was said in that group's scope unless
+    # this is on (private chats may always use everything the person said anywhere).
+    share_private_memory_in_groups: bool = False
+    rate_limit_messages: int = 20  # per user per window; 0 disables
+    rate_limit_window_s: float = 60.0
+    max_concurrent: int = 64  # users handled at once
+    max_queue_per_user: int = 50  # waiting messages per user before "busy"
+    reply_max_tokens: int = 512
+
+
+AfterReplyHook = Callable[["TurnContext"], Awaitable[None]]
+
+
+@dataclass
+class Services:
+    storage: SQLiteStorage
+    llm: LLMProvider
+    memory: ConversationMemory
+    persona: Persona
+    config: EngineConfig = field(default_factory=EngineConfig)
+    embedder: Embedder | None = None
+    background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    started_at: datetime = field(default_factory=utcnow)
+    # Optional parts filled by their features (emotion detector, structured memories...).
+    extras: dict[str, Any] = field(default_factory=dict)
+    # Run in the background after a reply was delivered (memory extraction...).
+    after_reply: list[AfterReplyHook] = field(default_factory=list)

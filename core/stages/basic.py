@@ -1,0 +1,288 @@
+"""The default stages. Each is small and replaceable; see ``core.pipeline``."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict, deque
+
+from core.cleaner import clean_reply, neutralise_user_text
+from core.i18n import ago, detect_language, normalise_locale, t
+from core.llm.base import ChatMessage, GenerationOptions, LLMError
+from core.pipeline import CallNext, PromptSection, TurnContext
+from core.storage.records import MemoryNode, NodeType
+from core.types import ChatKind, Reply, ReplyKind
+
+log = logging.getLogger(__name__)
+
+RECALL_TITLE = "What you remember about this person"
+HISTORY_TITLE = "Recent conversation"
+
+
+def new_node_id() -> str:
+    return f"node_{uuid.uuid4().hex}"
+
+
+class GuardStage:
+    """Recursion protection, input bounds and the per-user rate limit."""
+
+    name = "guard"
+
+    def __init__(self) -> None:
+        self._recent: dict[str, deque[float]] = defaultdict(deque)
+        self._noticed: set[str] = set()
+
+    def _over_limit(self, ctx: TurnContext) -> bool:
+        config = ctx.services.config
+        if config.rate_limit_messages <= 0:
+            return False
+        # Wall-clock on purpose: the limit protects the live bot, replays are not limited
+        # by their historical timestamps.
+        now = time.monotonic()
+        window = self._recent[ctx.owner]
+        while window and now - window[0] > config.rate_limit_window_s:
+            window.popleft()
+        if len(window) >= config.rate_limit_messages:
+            return True
+        window.append(now)
+        self._noticed.discard(ctx.owner)
+        return False
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        message = ctx.message
+        if message.author.is_bot:
+            return  # never answer bots, ourselves included
+        if not message.addressed and message.command is None:
+            return  # group chatter not meant for us is neither answered nor stored
+        text = neutralise_user_text(message.text).strip()
+        limit = ctx.services.config.max_input_chars
+        if len(text) > limit:
+            text = text[:limit]
+            ctx.extras["truncated"] = True
+        ctx.text = text
+        if self._over_limit(ctx):
+            ctx.extras["rate_limited"] = True
+        elif not text and message.command is None:
+            await ctx.send(Reply(t("empty", ctx.language), ReplyKind.NOTICE))
+            return
+        await call_next()
+
+    def should_notice(self, owner: str) -> bool:
+        """True once per burst: the first limited message gets a notice, the rest none."""
+        if owner in self._noticed:
+            return False
+        self._noticed.add(owner)
+        return True
+
+
+class IdentifyStage:
+    """Makes sure the person exists in storage and picks their language."""
+
+    name = "identify"
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        message = ctx.message
+        users = ctx.services.storage.users
+        ctx.user = await users.ensure(
+            ctx.owner, display_name=message.author.display_name, seen_at=message.sent_at
+        )
+        detected = detect_language(ctx.text)
+        language = (
+            detected
+            or ctx.user.language
+            or normalise_locale(message.locale)
+            or ctx.services.config.default_language
+        )
+        if detected and detected != ctx.user.language:
+            await users.set_language(ctx.owner, detected)
+        ctx.language = language
+        await call_next()
+
+
+class PersistStage:
+    """Stores the user's message before anything else can fail."""
+
+    name = "persist"
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        message = ctx.message
+        node = MemoryNode(
+            id=new_node_id(),
+            owner=ctx.owner,
+            content=ctx.text,
+            type=NodeType.USER_MESSAGE,
+            timestamp=message.sent_at,
+            chat_id=message.chat.id,
+            chat_kind=message.chat.kind.value,
+            scope=message.chat.privacy_scope,
+            platform_message_id=message.message_id,
+            reply_to=message.reply_to_id,
+            # A platform that delivers the same update twice must not store it twice.
+            source_id=f"{message.platform}:{message.chat.id}:{message.message_id}",
+        )
+        emotion = ctx.extras.get("emotion")
+        if emotion is not None:
+            node.emotion, node.emotion_score = emotion.label, emotion.score
+        if not await ctx.services.memory.store(node):
+            log.info("duplicate delivery of %s ignored", node.source_id)
+            return
+        ctx.node = node
+        await call_next()
+
+
+class ThrottleStage:
+    """A rate-limited message is stored (above) but not answered: one notice per burst."""
+
+    name = "throttle"
+
+    def __init__(self, guard: GuardStage) -> None:
+        self.guard = guard
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        if ctx.extras.get("rate_limited"):
+            if self.guard.should_notice(ctx.owner):
+                await ctx.send(Reply(t("rate_limited", ctx.language), ReplyKind.NOTICE))
+            return
+        if ctx.extras.get("truncated"):
+            limit = ctx.services.config.max_input_chars
+            await ctx.send(Reply(t("too_long", ctx.language, limit=limit), ReplyKind.NOTICE))
+        await call_next()
+
+
+def allowed_scopes(ctx: TurnContext) -> list[str] | None:
+    """Which privacy scopes may inform this reply (None = all of the person's)."""
+    chat = ctx.message.chat
+    if chat.kind is ChatKind.DM or ctx.services.config.share_private_memory_in_groups:
+        return None
+    return [chat.privacy_scope]
+
+
+class RecallStage:
+    """Recalls what matters from the conversation memory and the recent turns."""
+
+    name = "recall"
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        services = ctx.services
+        scopes = allowed_scopes(ctx)
+        exclude = [ctx.node.id] if ctx.node else []
+        recent = await services.storage.nodes.recent(
+            ctx.owner,
+            limit=services.config.history_turns + 1,
+            chat_id=ctx.message.chat.id,
+            before=None,
+        )
+        recent = [n for n in recent if n.id not in exclude][-services.config.history_turns :]
+        ctx.history = [
+            ChatMessage("assistant" if n.type is NodeType.AKIRA_RESPONSE else "user", n.content)
+            for n in recent
+        ]
+        recall = await services.memory.recall(
+            ctx.owner,
+            ctx.text,
+            scopes=scopes,
+            limit=services.config.recall_limit,
+            exclude_ids=[*exclude, *(n.id for n in recent)],
+            at=ctx.message.sent_at,
+        )
+        ctx.extras["recall"] = recall
+        if recall.nodes:
+            now = ctx.message.sent_at
+            lines = []
+            for item in sorted(recall.nodes, key=lambda r: r.node.timestamp):
+                when = ago((now - item.node.timestamp).total_seconds(), "en")
+                who = "AKIRA" if item.node.type is NodeType.AKIRA_RESPONSE else "They"
+                lines.append(f"- {when}, {who} said: {item.node.content}")
+            ctx.sections.append(PromptSection(RECALL_TITLE, "\n".join(lines), order=40))
+        await call_next()
+
+
+class PromptStage:
+    """Persona + sections (tone, memories...) + recent turns + the user's message."""
+
+    name = "prompt"
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        parts = [ctx.services.persona.system_prompt(ctx.language)]
+        for section in sorted(ctx.sections, key=lambda s: s.order):
+            if section.body.strip():
+                parts.append(f"## {section.title}\n{section.body.strip()}")
+        ctx.prompt = [
+            ChatMessage("system", "\n\n".join(parts)),
+            *ctx.history,
+            ChatMessage("user", ctx.text),
+        ]
+        await call_next()
+
+
+class GenerateStage:
+    """Asks the LLM, with the typing indicator on; a dead LLM gets a polite fallback."""
+
+    name = "generate"
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        options = GenerationOptions(max_tokens=ctx.services.config.reply_max_tokens)
+        try:
+            async with ctx.responder.typing():
+                ctx.generation = await ctx.services.llm.generate(ctx.prompt, options)
+        except LLMError as exc:
+            log.warning("LLM failed for a message of %s: %s", ctx.owner, exc)
+            ctx.extras["llm_failed"] = True
+            await ctx.send(Reply(t("llm_down", ctx.language), ReplyKind.FALLBACK))
+            return
+        await call_next()
+
+
+class CleanStage:
+    """Removes thinking, tags and prompt echoes; fails closed to a fallback reply."""
+
+    name = "clean"
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        assert ctx.generation is not None
+        system = ctx.prompt[0].content if ctx.prompt else ""
+        cleaned = clean_reply(ctx.generation.text, echo_sources=[system])
+        if cleaned.fell_back:
+            ctx.extras["reply_kind"] = ReplyKind.FALLBACK
+            ctx.reply_text = t("fallback", ctx.language)
+        else:
+            ctx.reply_text = cleaned.text
+        await call_next()
+
+
+class DeliverStage:
+    name = "deliver"
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        assert ctx.reply_text is not None
+        kind = ctx.extras.get("reply_kind", ReplyKind.ANSWER)
+        await ctx.send(Reply(ctx.reply_text, kind, reply_to_id=ctx.message.message_id))
+        await call_next()
+
+
+class RememberStage:
+    """After delivery: store the reply node, then background work (extraction...)."""
+
+    name = "remember"
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        message = ctx.message
+        if ctx.reply_text and ctx.extras.get("reply_kind") is not ReplyKind.FALLBACK:
+            reply_node = MemoryNode(
+                id=new_node_id(),
+                owner=ctx.owner,
+                content=ctx.reply_text,
+                type=NodeType.AKIRA_RESPONSE,
+                timestamp=message.sent_at,
+                chat_id=message.chat.id,
+                chat_kind=message.chat.kind.value,
+                scope=message.chat.privacy_scope,
+                reply_to=message.message_id,
+                source_id=f"{message.platform}:{message.chat.id}:{message.message_id}:reply",
+            )
+            await ctx.services.memory.store(reply_node)
+            ctx.extras["reply_node"] = reply_node
+        for hook in ctx.services.after_reply:
+            ctx.services.background.spawn(hook(ctx), name=getattr(hook, "__name__", "after_reply"))
+        await call_next()
