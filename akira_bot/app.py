@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
-
 from adapters.base import Adapter
 from core.commands import CommandRouter, CommandStage
 from core.embeddings import Embedder, build_embedder
@@ -30,14 +28,11 @@ from core.stages import (
 )
 from core.storage import SQLiteStorage
 
+from akira_bot.features import installers
 from akira_bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Features (emotion, memory graph, structured memories...) plug in here: each is a
-# function that may register storage parts, add stages and commands to a built engine.
-Feature = Callable[[Settings, Services, Pipeline, CommandRouter], None]
-FEATURES: list[Feature] = []
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -101,8 +96,8 @@ def build_engine(
     )
     router = CommandRouter()
     pipeline = default_pipeline(router)
-    for feature in FEATURES:
-        feature(settings, services, pipeline, router)
+    for install in installers():
+        install(settings, services, pipeline, router)
     return Engine(services, pipeline, router)
 
 
