@@ -23,7 +23,7 @@ class TelegramConfig(BaseModel):
     admin_ids: list[int] = Field(default_factory=list)
 
     mode: Literal["polling", "webhook"] = "polling"
-    poll_timeout: float = Field(default=10.0, ge=0)  # getUpdates long-poll timeout, seconds
+    poll_timeout: int = Field(default=10, ge=0)  # getUpdates long-poll timeout, seconds
     drop_pending_updates: bool = False
 
     # Webhook mode: Telegram POSTs to ``webhook_url``; PTB listens on listen:port/path.
