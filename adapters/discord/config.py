@@ -48,6 +48,8 @@ class DiscordConfig(BaseModel):
     # Also sync the slash commands to these guilds (instant there; global sync can take a
     # while to propagate on the real Discord).
     guild_ids_for_sync: list[int] = Field(default_factory=list)
+    # discord.py waits this long after the last GUILD_CREATE before it reports READY.
+    guild_ready_timeout_s: float = 2.0
     # How long start() waits for READY before giving up with a clear error.
     ready_timeout_s: float = 30.0
     # Bound for stop(): in-flight replies get this long to finish.
