@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 MESSAGE_LIMIT = 4096  # Telegram's maximum text length per message
 _COMMAND_DESCRIPTION_LIMIT = 256
+_FIRST_TYPING_TIMEOUT = 2.0  # seconds we may delay the work to show "typing" first
 
 _NOTES = {
     "not_text": (
@@ -135,9 +136,7 @@ class TelegramResponder:
         self.locale = locale
 
     async def send(self, reply: Reply) -> None:
-        reply_to = int(reply.reply_to_id) if reply.reply_to_id else None
-        if reply_to is None and self.in_group:
-            reply_to = self.message_id  # in a busy group, quote what we are answering
+        reply_to = self._quote(reply)
         if reply.private and self.in_group and self._config.private_replies_in_dm:
             try:
                 await self._deliver(self.user_id, reply, reply_to=None)
@@ -151,6 +150,17 @@ class TelegramResponder:
             # Delivery failures (user blocked the bot, chat gone, retries exhausted) are
             # logged; they must not break the engine's pipeline for this message.
             log.warning("telegram: reply not delivered to chat %s: %s", self.chat_id, exc)
+
+    def _quote(self, reply: Reply) -> int | None:
+        """Which message the answer quotes. In a group, always one (the engine's choice or
+        the message being answered) so a busy chat can follow. In a private chat only an
+        older message the engine points at: quoting every message in a DM is noise."""
+        wanted = (
+            int(reply.reply_to_id) if reply.reply_to_id and reply.reply_to_id.isdigit() else None
+        )
+        if self.in_group:
+            return wanted or self.message_id
+        return wanted if wanted != self.message_id else None
 
     async def _deliver(self, chat_id: int, reply: Reply, *, reply_to: int | None) -> None:
         for index, chunk in enumerate(split_text(reply.text, MESSAGE_LIMIT)):
@@ -172,6 +182,10 @@ class TelegramResponder:
 
     @asynccontextmanager
     async def _typing(self) -> AsyncIterator[None]:
+        # The first action is sent before the work starts (bounded), so even a fast answer
+        # shows it; then it is repeated in the background while the engine works.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._send_typing(), _FIRST_TYPING_TIMEOUT)
         task = asyncio.create_task(self._typing_loop(), name=f"telegram-typing-{self.chat_id}")
         try:
             yield
@@ -180,14 +194,17 @@ class TelegramResponder:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    async def _send_typing(self) -> None:
+        try:
+            await self._bot.send_chat_action(chat_id=self.chat_id, action=ChatAction.TYPING)
+        except TelegramError as exc:  # cosmetic: never fail a reply over it
+            log.debug("telegram: typing action failed: %s", exc)
+
     async def _typing_loop(self) -> None:
         # Telegram shows the action for ~5 s or until the next message, so repeat it.
         while True:
-            try:
-                await self._bot.send_chat_action(chat_id=self.chat_id, action=ChatAction.TYPING)
-            except TelegramError as exc:  # cosmetic: never fail a reply over it
-                log.debug("telegram: typing action failed: %s", exc)
             await asyncio.sleep(self._config.typing_interval)
+            await self._send_typing()
 
 
 def _bot_commands(
