@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+
 from adapters.base import Adapter
+from akira_bot.features import installers
+from akira_bot.settings import Settings
 from core.commands import CommandRouter, CommandStage
 from core.embeddings import Embedder, build_embedder
 from core.engine import Engine
@@ -28,11 +31,7 @@ from core.stages import (
 )
 from core.storage import SQLiteStorage
 
-from akira_bot.features import installers
-from akira_bot.settings import Settings
-
 log = logging.getLogger(__name__)
-
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -50,7 +49,9 @@ def engine_config(settings: Settings) -> EngineConfig:
     )
 
 
-def build_memory(settings: Settings, storage: SQLiteStorage, embedder: Embedder | None) -> ConversationMemory:
+def build_memory(
+    settings: Settings, storage: SQLiteStorage, embedder: Embedder | None
+) -> ConversationMemory:
     return PlainMemory(storage)
 
 

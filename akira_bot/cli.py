@@ -123,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
-        "--config", metavar="FILE", help=f"TOML settings file (default: ./akira.toml if present; env {CONFIG_ENV})"
+        "--config",
+        metavar="FILE",
+        help=f"TOML settings file (default: ./akira.toml if present; env {CONFIG_ENV})",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

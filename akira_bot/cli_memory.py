@@ -8,11 +8,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from akira_bot.settings import Settings
 from core.engine import Engine
 from core.llm import ScriptedProvider
 from core.types import parse_user_key
-
-from akira_bot.settings import Settings
 
 
 class _UserArg:
@@ -45,7 +44,9 @@ def _print_json(data: Any) -> None:
 
 async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     async with open_engine(settings) as engine:
-        recall = await engine.services.memory.recall(args.user, args.query, scopes=None, limit=args.limit)
+        recall = await engine.services.memory.recall(
+            args.user, args.query, scopes=None, limit=args.limit
+        )
     results = [
         {
             "id": item.node.id,
@@ -105,7 +106,9 @@ def add_parser(sub: Any) -> None:
     search.set_defaults(handler=cmd_search)
 
     export = msub.add_parser(
-        "export", help="print everything stored about a person as JSON", description="Export USER's data as JSON."
+        "export",
+        help="print everything stored about a person as JSON",
+        description="Export USER's data as JSON.",
     )
     export.add_argument("user", type=USER, metavar="USER", help="platform:id")
     export.set_defaults(handler=cmd_export)

@@ -38,6 +38,6 @@ class BackgroundTasks:
     async def drain(self, timeout: float | None = None) -> None:
         if not self._tasks:
             return
-        done, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+        _done, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
         for task in pending:
             task.cancel()

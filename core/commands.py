@@ -70,7 +70,9 @@ class CommandRouter:
         assert command is not None
         registered = self._commands.get(command.name)
         if registered is None:
-            await ctx.send(Reply(t("unknown_command", ctx.language, name=command.name[:32]), ReplyKind.COMMAND))
+            await ctx.send(
+                Reply(t("unknown_command", ctx.language, name=command.name[:32]), ReplyKind.COMMAND)
+            )
             return
         if registered.spec.admin_only and not ctx.message.author.is_admin:
             log.info("refused admin command /%s for %s", command.name, ctx.owner)

@@ -45,7 +45,7 @@ class Engine:
         return self.router.specs
 
     @property
-    def storage(self):  # noqa: ANN201 - convenience for tools and tests
+    def storage(self):
         return self.services.storage
 
     async def start(self) -> None:
@@ -117,7 +117,9 @@ class Engine:
         """Too many waiting messages for one user: store this one, say we are busy."""
         language = detect_language(message.text) or self.services.config.default_language
         persist = self.pipeline.get("persist")
-        ctx = TurnContext(message=message, responder=responder, services=self.services, language=language)
+        ctx = TurnContext(
+            message=message, responder=responder, services=self.services, language=language
+        )
         ctx.text = message.text[: self.services.config.max_input_chars]
         try:
             await self.services.storage.users.ensure(message.owner, seen_at=message.sent_at)

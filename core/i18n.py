@@ -25,7 +25,7 @@ _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
 
 def detect_language(text: str, default: str | None = None) -> str | None:
-    """"pt", "en", or ``default`` when the text gives no clear signal."""
+    """ "pt", "en", or ``default`` when the text gives no clear signal."""
     words = [w.lower() for w in _WORD.findall(text)]
     if not words:
         return default
@@ -95,8 +95,6 @@ def t(key: str, language: str | None, **values: object) -> str:
     variants = TEXTS[key]
     text = variants.get(language or "pt") or variants["pt"]
     return text.format(**values) if values else text
-
-
 
 
 _AGO_UNITS = (  # (upper bound in seconds, unit size, pt singular, pt plural, en unit)

@@ -14,7 +14,9 @@ class Persona:
     system: dict[str, str]  # language -> system prompt
 
     def system_prompt(self, language: str) -> str:
-        text = self.system.get(language) or self.system.get("pt") or next(iter(self.system.values()))
+        text = (
+            self.system.get(language) or self.system.get("pt") or next(iter(self.system.values()))
+        )
         return text.replace("{name}", self.name)
 
 
@@ -30,5 +32,7 @@ def load_persona(path: Path | None = None) -> Persona:
         if isinstance(section, dict) and "system" in section
     }
     if not system:
-        raise ValueError(f"persona file {path or 'config/persona.toml'} defines no [pt] or [en] system text")
+        raise ValueError(
+            f"persona file {path or 'config/persona.toml'} defines no [pt] or [en] system text"
+        )
     return Persona(name=str(data.get("name", "AKIRA")), system=system)

@@ -89,7 +89,9 @@ class ConsoleAdapter(Adapter):
         self._stopped = asyncio.Event()
 
     def _message(self, text: str) -> IncomingMessage:
-        user = UserRef(PLATFORM, self.config.user, display_name=self.config.user, is_admin=self.config.admin)
+        user = UserRef(
+            PLATFORM, self.config.user, display_name=self.config.user, is_admin=self.config.admin
+        )
         return IncomingMessage(
             platform=PLATFORM,
             chat=ChatRef(PLATFORM, f"console-{self.config.user}", ChatKind.DM),
@@ -103,7 +105,9 @@ class ConsoleAdapter(Adapter):
 
     async def ask(self, text: str, *, echo: bool = False) -> list[Reply]:
         """Hand one line to the engine; the replies it produced."""
-        responder = _ConsoleResponder(echo=self.stdout if echo else None, bot_name=self.config.bot_name)
+        responder = _ConsoleResponder(
+            echo=self.stdout if echo else None, bot_name=self.config.bot_name
+        )
         await self.handler.handle(self._message(text), responder)
         return responder.replies
 

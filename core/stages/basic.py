@@ -87,7 +87,8 @@ class IdentifyStage:
         ctx.user = await users.ensure(
             ctx.owner, display_name=message.author.display_name, seen_at=message.sent_at
         )
-        detected = detect_language(ctx.text)
+        # A command's words (/help, /remember) say nothing about the person's language.
+        detected = detect_language(ctx.text) if message.command is None else None
         language = (
             detected
             or ctx.user.language

@@ -76,4 +76,6 @@ class NodeStore(OwnedData):
         """Nodes of one owner; with ``owner=None`` the total (admin statistics only)."""
 
     @abstractmethod
-    async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None: ...
+    async def by_platform_message(
+        self, owner: str, platform_message_id: str
+    ) -> MemoryNode | None: ...

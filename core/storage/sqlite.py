@@ -31,7 +31,9 @@ class SQLiteStorage:
     def path(self) -> Path:
         return self.db.path
 
-    def register(self, part: OwnedData | None, migrations: list[Migration] | tuple[()] = ()) -> None:
+    def register(
+        self, part: OwnedData | None, migrations: list[Migration] | tuple[()] = ()
+    ) -> None:
         """Add a part with its schema. Parts are erased in registration order, users last."""
         if part is not None:
             self._parts.append(part)

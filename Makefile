@@ -1,0 +1,39 @@
+# Two commands for a newcomer: `make run` (chat with AKIRA offline) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.akira-installed
+
+.PHONY: run test setup lint typecheck bench clean
+
+# Create the virtual environment and install AKIRA with every extra (platforms, ML, dev).
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[all]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Start the bot on its embedded defaults: console chat, local model, SQLite in the data dir.
+run: $(STAMP)
+	$(BIN)/akira-bot run
+
+# The whole test suite (unit, property, end-to-end against local fake servers).
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/emotion_eval.py
+	$(BIN)/python benchmarks/locomo.py
+	$(BIN)/python benchmarks/load.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

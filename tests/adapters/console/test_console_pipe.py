@@ -1,0 +1,93 @@
+"""`akira-bot chat` in pipe mode, as a person or a script would run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from core.cleaner import contains_internal_marker
+
+
+def run_cli(
+    args: list[str], stdin: str, tmp_path: Path, **env_extra: str
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
+    env.update(
+        {
+            "AKIRA_DATA_DIR": str(tmp_path / "data"),
+            "AKIRA_LLM__PROVIDER": "scripted",
+            "AKIRA_EMBEDDING__BACKEND": "hashing",
+            "AKIRA_EMOTION__DETECTOR": "lexicon",
+        }
+    )
+    env.update(env_extra)
+    return subprocess.run(
+        [sys.executable, "-m", "akira_bot.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+def test_one_reply_line_per_input_line_without_markers(tmp_path: Path) -> None:
+    script = [
+        "<think>o usuário disse oi</think>Oi! <!WARM_FRIENDLY_MODE>Tudo bem?",
+        "<THINKING>nome</THINKING>Eu sou a AKIRA.\n\nPrazer!",
+    ]
+    proc = run_cli(
+        ["chat", "--user", "alice"],
+        "oi\nqual seu nome?\n",
+        tmp_path,
+        AKIRA_LLM__SCRIPT=json.dumps(script),
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines == ["Oi! Tudo bem?", "Eu sou a AKIRA. Prazer!"]
+    assert not any(contains_internal_marker(line) for line in lines)
+
+
+def test_history_is_kept_between_runs_for_the_same_user(tmp_path: Path) -> None:
+    first = run_cli(["chat", "--user", "bob"], "Tenho dor de cabeça\n", tmp_path)
+    assert first.returncode == 0 and first.stdout.strip() == "Você disse: Tenho dor de cabeça"
+    export = run_cli(["memory", "export", "console:bob"], "", tmp_path)
+    assert export.returncode == 0, export.stderr
+    data = json.loads(export.stdout)
+    contents = [m["content"] for m in data["messages"]]
+    assert contents == ["Tenho dor de cabeça", "Você disse: Tenho dor de cabeça"]
+
+
+def test_run_with_no_platform_configured_starts_the_console(tmp_path: Path) -> None:
+    proc = run_cli(["run", "--user", "carol"], "hello there\n\n", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "Você disse: hello there"
+    assert len(lines) == 2  # the empty line gets its own polite reply line
+    assert lines[1]
+
+
+def test_help_for_every_subcommand(tmp_path: Path) -> None:
+    for args in (
+        ["--help"],
+        ["run", "--help"],
+        ["chat", "--help"],
+        ["emotion", "--help"],
+        ["memory", "--help"],
+        ["memory", "search", "--help"],
+        ["memory", "export", "--help"],
+        ["memory", "forget", "--help"],
+    ):
+        proc = run_cli(args, "", tmp_path)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "usage: akira-bot" in proc.stdout
+
+
+def test_bad_user_argument_is_a_clear_usage_error(tmp_path: Path) -> None:
+    proc = run_cli(["memory", "export", "alice"], "", tmp_path)
+    assert proc.returncode == 2
+    assert "platform:id" in proc.stderr and "Traceback" not in proc.stderr

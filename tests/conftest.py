@@ -1,0 +1,99 @@
+"""Shared fixtures: a real engine on a real SQLite file with a scripted LLM."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from akira_bot.app import build_engine
+from akira_bot.settings import Settings
+from core.engine import Engine
+from core.llm import ScriptedProvider
+from core.types import ChatKind, ChatRef, Command, IncomingMessage, RecordingResponder, UserRef
+
+_ids = count(1)
+
+
+def make_message(
+    text: str,
+    *,
+    user: str = "42",
+    platform: str = "telegram",
+    chat: str | None = None,
+    kind: ChatKind = ChatKind.DM,
+    scope: str | None = None,
+    at: datetime | None = None,
+    admin: bool = False,
+    bot: bool = False,
+    addressed: bool = True,
+    message_id: str | None = None,
+    reply_to: str | None = None,
+    name: str | None = None,
+) -> IncomingMessage:
+    """An incoming message as an adapter would build it (commands parsed from the text)."""
+    chat_id = chat or (f"dm-{user}" if kind is ChatKind.DM else "group-1")
+    return IncomingMessage(
+        platform=platform,
+        chat=ChatRef(platform, chat_id, kind, scope=scope),
+        author=UserRef(
+            platform, user, display_name=name or f"user{user}", is_bot=bot, is_admin=admin
+        ),
+        text=text,
+        message_id=message_id or str(next(_ids)),
+        sent_at=at or datetime.now(UTC),
+        reply_to_id=reply_to,
+        addressed=addressed,
+        command=Command.parse(text),
+    )
+
+
+@pytest.fixture
+def settings_factory(tmp_path: Path) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        base: dict[str, Any] = {
+            "data_dir": tmp_path / "data",
+            "llm": {"provider": "scripted"},
+            "embedding": {"backend": "hashing"},
+            "emotion": {"detector": "lexicon"},
+        }
+        for key, value in overrides.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                base[key] = {**base[key], **value}
+            else:
+                base[key] = value
+        return Settings(**base)
+
+    return make
+
+
+@pytest.fixture
+async def engine_factory(
+    settings_factory: Callable[..., Settings],
+) -> AsyncIterator[Callable[..., Any]]:
+    """``await engine_factory(script=[...], **settings)`` -> (engine, provider), started;
+    every engine made is closed at the end of the test."""
+    engines: list[Engine] = []
+
+    async def make(
+        script: Any = None, *, latency_s: float = 0.0, **overrides: Any
+    ) -> tuple[Engine, ScriptedProvider]:
+        provider = ScriptedProvider(script, latency_s=latency_s)
+        engine = build_engine(settings_factory(**overrides), llm=provider)
+        await engine.start()
+        engines.append(engine)
+        return engine, provider
+
+    yield make
+    for engine in engines:
+        await engine.close()
+
+
+async def ask(engine: Engine, message: IncomingMessage) -> RecordingResponder:
+    responder = RecordingResponder()
+    await engine.handle(message, responder)
+    return responder

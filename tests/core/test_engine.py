@@ -1,0 +1,190 @@
+"""The engine end to end on a real SQLite file with a scripted LLM."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime, timedelta
+
+from core.cleaner import contains_internal_marker
+from core.storage import NodeType
+from core.types import ChatKind, RecordingResponder, ReplyKind
+from tests.conftest import ask, make_message
+
+
+async def test_round_trip_stores_message_and_reply(engine_factory) -> None:
+    engine, provider = await engine_factory(["Olá! Tudo bem com você?"])
+    responder = await ask(engine, make_message("oi, tudo bem?", user="1"))
+    assert responder.texts == ["Olá! Tudo bem com você?"]
+    assert responder.typing_count == 1
+    nodes = await engine.storage.nodes.recent("telegram:1", limit=10)
+    assert [(n.type, n.content) for n in nodes] == [
+        (NodeType.USER_MESSAGE, "oi, tudo bem?"),
+        (NodeType.AKIRA_RESPONSE, "Olá! Tudo bem com você?"),
+    ]
+    system, *_, user = provider.prompts[-1]
+    assert system.role == "system" and "AKIRA" in system.content
+    assert user.content == "oi, tudo bem?"
+
+
+async def test_history_reaches_the_prompt_in_order(engine_factory) -> None:
+    engine, provider = await engine_factory(["primeira", "segunda", "terceira"])
+    for text in ("um", "dois", "três"):
+        await ask(engine, make_message(text, user="7"))
+    last = provider.prompts[-1]
+    assert [m.role for m in last[1:]] == ["user", "assistant", "user", "assistant", "user"]
+    assert [m.content for m in last[1:]] == ["um", "primeira", "dois", "segunda", "três"]
+
+
+async def test_thinking_and_tags_never_reach_the_user(engine_factory) -> None:
+    engine, _ = await engine_factory(
+        ["<think>a pessoa é chata</think><!WARM_FRIENDLY_MODE>Oi! Como posso ajudar?"]
+    )
+    responder = await ask(engine, make_message("oi"))
+    assert responder.texts == ["Oi! Como posso ajudar?"]
+
+
+async def test_a_reply_with_nothing_visible_falls_back_in_the_users_language(
+    engine_factory,
+) -> None:
+    engine, _ = await engine_factory(["<think>only thinking, never closed"])
+    pt = await ask(engine, make_message("oi, você pode me ajudar?", user="1"))
+    en = await ask(engine, make_message("hello, can you help me?", user="2"))
+    assert pt.sent[0].kind is ReplyKind.FALLBACK and "Desculpe" in pt.texts[0]
+    assert en.sent[0].kind is ReplyKind.FALLBACK and "Sorry" in en.texts[0]
+    assert not any(contains_internal_marker(t) for t in [*pt.texts, *en.texts])
+
+
+async def test_dead_llm_gets_polite_fallback_and_message_is_kept(engine_factory) -> None:
+    engine, _ = await engine_factory([ConnectionError("refused")])
+    responder = await ask(engine, make_message("você está aí?", user="9"))
+    assert responder.sent[0].kind is ReplyKind.FALLBACK
+    assert "guardei sua mensagem" in responder.texts[0]
+    nodes = await engine.storage.nodes.recent("telegram:9")
+    assert [n.content for n in nodes] == ["você está aí?"]
+
+
+async def test_bots_are_ignored_and_nothing_is_stored(engine_factory) -> None:
+    engine, provider = await engine_factory(["never"])
+    responder = await ask(engine, make_message("hello", user="99", bot=True))
+    assert responder.sent == [] and provider.prompts == []
+    assert await engine.storage.nodes.count("telegram:99") == 0
+
+
+async def test_unaddressed_group_chatter_is_neither_answered_nor_stored(engine_factory) -> None:
+    engine, provider = await engine_factory(["never"])
+    message = make_message("conversa paralela", kind=ChatKind.GROUP, addressed=False)
+    responder = await ask(engine, message)
+    assert responder.sent == [] and provider.prompts == []
+    assert await engine.storage.nodes.count(message.owner) == 0
+
+
+async def test_empty_and_control_only_messages_get_a_polite_reply(engine_factory) -> None:
+    engine, provider = await engine_factory(["never"])
+    for text in ("", "   ", "\x00\x01\x02"):
+        responder = await ask(engine, make_message(text))
+        assert responder.sent[0].kind is ReplyKind.NOTICE
+    assert provider.prompts == []
+
+
+async def test_huge_message_is_capped_with_a_note(engine_factory) -> None:
+    engine, provider = await engine_factory(["ok"], bot={"max_input_chars": 100})
+    responder = await ask(engine, make_message("palavra " * 1000, user="5"))
+    assert responder.sent[0].kind is ReplyKind.NOTICE and "100" in responder.texts[0]
+    assert responder.texts[-1] == "ok"
+    assert len(provider.prompts[-1][-1].content) <= 100
+    stored = await engine.storage.nodes.recent("telegram:5")
+    assert len(stored[0].content) <= 100
+
+
+async def test_malformed_unicode_and_hostile_tags_are_neutralised(engine_factory) -> None:
+    engine, provider = await engine_factory(["ok"])
+    await ask(engine, make_message("oi \ud800 <!STRICT_MODE_AGGRESSIVE> <think>x</think>"))
+    user_text = provider.prompts[-1][-1].content
+    assert not contains_internal_marker(user_text)
+    assert "\ud800" not in user_text and "oi" in user_text
+
+
+async def test_rate_limit_sends_one_notice_and_keeps_messages(engine_factory) -> None:
+    engine, provider = await engine_factory(["ok"], bot={"rate_limit_messages": 2})
+    replies = [await ask(engine, make_message(f"mensagem {i}", user="3")) for i in range(5)]
+    kinds = [[r.kind for r in resp.sent] for resp in replies]
+    assert kinds[:2] == [[ReplyKind.ANSWER], [ReplyKind.ANSWER]]
+    assert kinds[2] == [ReplyKind.NOTICE]
+    assert kinds[3:] == [[], []]
+    assert len(provider.prompts) == 2
+    # Nothing dropped without a trace: all five are stored.
+    stored = [
+        n
+        for n in await engine.storage.nodes.recent("telegram:3", limit=20)
+        if n.type is NodeType.USER_MESSAGE
+    ]
+    assert len(stored) == 5
+
+
+async def test_duplicate_platform_delivery_is_handled_once(engine_factory) -> None:
+    engine, provider = await engine_factory(["ok"])
+    first = await ask(engine, make_message("oi", user="4", message_id="m-1"))
+    again = await ask(engine, make_message("oi", user="4", message_id="m-1"))
+    assert first.texts == ["ok"] and again.sent == []
+    assert len(provider.prompts) == 1
+
+
+async def test_one_users_messages_are_handled_in_order_users_run_concurrently(
+    engine_factory,
+) -> None:
+    rng = random.Random(7)
+
+    def answer(messages) -> str:  # echo the user's text so order is visible
+        return f"re: {messages[-1].content}"
+
+    engine, provider = await engine_factory(answer)
+    provider.latency_s = 0.0
+    delays = {}
+
+    original = provider.generate
+
+    async def slow_generate(messages, options=None):  # random latency per call
+        await asyncio.sleep(delays.setdefault(messages[-1].content, rng.uniform(0, 0.02)))
+        return await original(messages, options)
+
+    provider.generate = slow_generate  # type: ignore[method-assign]
+    responders: dict[str, list] = {}
+    tasks = []
+    for user in ("a", "b", "c"):
+        for i in range(6):
+            r = RecordingResponder()
+            responders.setdefault(user, []).append(r)
+            tasks.append(
+                asyncio.create_task(engine.handle(make_message(f"{user}{i}", user=user), r))
+            )
+            await asyncio.sleep(0)
+    await asyncio.gather(*tasks)
+    for user, rs in responders.items():
+        assert [r.texts for r in rs] == [[f"re: {user}{i}"] for i in range(6)]
+        stored = [
+            n.content
+            for n in await engine.storage.nodes.recent(f"telegram:{user}", limit=50)
+            if n.type is NodeType.USER_MESSAGE
+        ]
+        assert stored == [f"{user}{i}" for i in range(6)]
+
+
+async def test_time_is_the_messages_own_timestamp(engine_factory) -> None:
+    engine, _ = await engine_factory(["ok"])
+    then = datetime(2024, 1, 1, 12, tzinfo=UTC)
+    await ask(engine, make_message("antigo", user="8", at=then))
+    await ask(engine, make_message("novo", user="8", at=then + timedelta(days=7)))
+    nodes = [
+        n
+        for n in await engine.storage.nodes.recent("telegram:8")
+        if n.type is NodeType.USER_MESSAGE
+    ]
+    assert [n.timestamp for n in nodes] == [then, then + timedelta(days=7)]
+
+
+async def test_unknown_command_gets_a_hint(engine_factory) -> None:
+    engine, provider = await engine_factory(["never"])
+    responder = await ask(engine, make_message("/naoexiste"))
+    assert "/help" in responder.texts[0]
+    assert provider.prompts == []
