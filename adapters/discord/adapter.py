@@ -184,12 +184,6 @@ class DiscordAdapter(Adapter):
 
     # ------------------------------------------------------------------ messages
 
-    def should_answer(self, message: discord.Message, addressed: bool) -> bool:
-        if message.guild is None or addressed:
-            return True
-        mode = self.config.reply_mode(message.guild.id, message.channel.id)
-        return mode == "all"
-
     def _on_message(self, message: discord.Message) -> None:
         client = self.client
         if self._stopping or client is None or client.user is None:
@@ -201,7 +195,7 @@ class DiscordAdapter(Adapter):
         incoming = message_to_incoming(
             message, bot_id=client.user.id, bot_name=client.user.name, config=self.config
         )
-        if not incoming.text or not self.should_answer(message, incoming.addressed):
+        if not incoming.text or not incoming.addressed:
             return
         self._spawn(self._handle(incoming, MessageResponder(message)))
 

@@ -83,7 +83,13 @@ def visible_text(message: discord.Message, bot_id: int) -> str:
 def message_to_incoming(
     message: discord.Message, *, bot_id: int, bot_name: str | None, config: DiscordConfig
 ) -> IncomingMessage:
+    """``addressed`` (the engine answers only addressed messages) is true in DMs, when the
+    bot is mentioned or replied to, and for every message where the server's or channel's
+    reply mode is "all"."""
     text = visible_text(message, bot_id)
+    addressed = is_addressed(message, bot_id)
+    if not addressed and message.guild is not None:
+        addressed = config.reply_mode(message.guild.id, message.channel.id) == "all"
     ref_id = message.reference.message_id if message.reference is not None else None
     return IncomingMessage(
         platform=PLATFORM,
@@ -93,7 +99,7 @@ def message_to_incoming(
         message_id=str(message.id),
         sent_at=message.created_at,  # the platform's own time, not the wall clock
         reply_to_id=str(ref_id) if ref_id is not None else None,
-        addressed=is_addressed(message, bot_id),
+        addressed=addressed,
         command=Command.parse(text, bot_name),
     )
 

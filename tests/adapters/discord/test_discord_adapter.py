@@ -201,7 +201,7 @@ async def test_mention_rule_in_a_server(fake: FakeDiscord) -> None:
     assert first_in.chat.privacy_scope == str(guild.id)
     assert first_in.addressed is True
     assert handler.messages[1].reply_to_id is not None
-    assert handler.messages[2].addressed is False
+    assert handler.messages[2].addressed is True  # the channel's mode is "all"
     assert len(fake.bot_messages_in(general)) == 2
 
 

@@ -1,0 +1,158 @@
+"""End to end with the real engine: fake Discord <-> unmodified discord.py <-> DiscordAdapter
+<-> akira_bot's engine (scripted LLM, hashing embeddings, SQLite in tmp_path); and
+``akira-bot run`` as a process serving a Discord API given by environment settings."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from adapters.discord import DiscordAdapter, DiscordConfig
+from akira_bot.app import build_adapters, build_engine
+from akira_bot.settings import Settings
+from core.engine import Engine
+from core.llm import ChatMessage, ScriptedProvider
+from tests.fakes.discord_api import FakeDiscord
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDiscord]:
+    server = FakeDiscord(heartbeat_interval_ms=1000)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+def discord_config(fake: FakeDiscord, **overrides: object) -> DiscordConfig:
+    values: dict[str, object] = {
+        "token": fake.token,
+        "api_base": fake.api_base,
+        "gateway_url": fake.gateway_url,
+        "guild_ready_timeout_s": 0.05,
+        "ready_timeout_s": 10.0,
+    }
+    values.update(overrides)
+    return DiscordConfig.model_validate(values)
+
+
+def settings_for(tmp_path: Path, fake: FakeDiscord, **discord: object) -> Settings:
+    return Settings(
+        data_dir=tmp_path,
+        llm={"provider": "scripted"},
+        embedding={"backend": "hashing"},
+        memory={"extraction": False},
+        discord=discord_config(fake, **discord),
+    )
+
+
+def last_user_text(messages: Sequence[ChatMessage]) -> str:
+    return next((m.content for m in reversed(messages) if m.role == "user"), "")
+
+
+@asynccontextmanager
+async def running_engine(
+    settings: Settings, llm: ScriptedProvider
+) -> AsyncIterator[tuple[Engine, DiscordAdapter]]:
+    engine = build_engine(settings, llm=llm)
+    adapters = build_adapters(settings, engine)
+    assert [type(a) for a in adapters] == [DiscordAdapter]
+    adapter = adapters[0]
+    assert isinstance(adapter, DiscordAdapter)
+    await engine.start()
+    await adapter.start()
+    try:
+        yield engine, adapter
+    finally:
+        await adapter.stop()
+        await engine.close()
+
+
+async def test_dm_round_trip_through_the_engine_strips_reasoning(
+    tmp_path: Path, fake: FakeDiscord
+) -> None:
+    alice = fake.add_user("alice")
+    llm = ScriptedProvider(["<think>the user greets me</think>Olá, Alice! Tudo bem?"])
+    async with running_engine(settings_for(tmp_path, fake), llm):
+        await fake.user_message(alice, "oi, tudo bem?")
+        channel = fake.dm_channel_id(alice)
+        await fake.wait_for(lambda: fake.bot_messages_in(channel))
+        await asyncio.sleep(0.2)
+    assert [m["content"] for m in fake.bot_messages_in(channel)] == ["Olá, Alice! Tudo bem?"]
+    assert last_user_text(llm.prompts[0]).endswith("oi, tudo bem?")
+    assert channel in fake.typing
+    assert len(llm.prompts) == 1  # the bot's own echoed message was not answered
+
+
+async def test_what_was_said_in_one_server_is_not_used_in_another(
+    tmp_path: Path, fake: FakeDiscord
+) -> None:
+    bob = fake.add_user("bob")
+    club = fake.add_guild("Club")
+    other = fake.add_guild("Other")
+    club.add_member(bob)
+    other.add_member(bob)
+    llm = ScriptedProvider(lambda messages: "ok")
+    async with running_engine(settings_for(tmp_path, fake), llm):
+        await fake.user_message(bob, "my locker code is 4817", guild=club, mention_bot=True)
+        await fake.wait_for(lambda: fake.bot_messages_in(club.first_channel_id))
+        await fake.user_message(bob, "what is my locker code?", guild=other, mention_bot=True)
+        await fake.wait_for(lambda: fake.bot_messages_in(other.first_channel_id))
+        await fake.user_message(bob, "and here?", guild=club, mention_bot=True)
+        await fake.wait_for(lambda: len(fake.bot_messages_in(club.first_channel_id)) == 2)
+        # Chatter that does not address the bot is neither answered nor stored.
+        await fake.user_message(bob, "unrelated chatter 5555", guild=club)
+        await asyncio.sleep(0.2)
+    prompts = ["\n".join(m.content for m in p) for p in llm.prompts]
+    assert len(prompts) == 3
+    assert "4817" not in prompts[1]  # another server: not recalled
+    assert "4817" in prompts[2]  # the same server: recalled
+    assert not any("5555" in p for p in prompts)
+
+
+async def test_akira_bot_run_serves_the_configured_discord_api(
+    tmp_path: Path, fake: FakeDiscord
+) -> None:
+    alice = fake.add_user("alice")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")} | {
+        "AKIRA_DATA_DIR": str(tmp_path / "data"),
+        "AKIRA_LLM__PROVIDER": "scripted",
+        "AKIRA_EMBEDDING__BACKEND": "hashing",
+        "AKIRA_DISCORD__TOKEN": fake.token,
+        "AKIRA_DISCORD__API_BASE": fake.api_base,
+        "AKIRA_DISCORD__GATEWAY_URL": fake.gateway_url,
+        "AKIRA_DISCORD__ADMIN_IDS": f"[{alice.id}]",
+        "AKIRA_DISCORD__GUILD_READY_TIMEOUT_S": "0.05",
+        "PYTHONPATH": str(REPO),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "import sys; from akira_bot.cli import main; sys.exit(main(['run']))",
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await fake.wait_for(lambda: fake.identifies and fake.command_syncs, within=30)
+        await fake.user_message(alice, "hello from discord")
+        channel = fake.dm_channel_id(alice)
+        await fake.wait_for(lambda: fake.bot_messages_in(channel), within=15)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert "hello from discord" in fake.bot_messages_in(channel)[0]["content"]
+    assert fake.token not in err.decode()
