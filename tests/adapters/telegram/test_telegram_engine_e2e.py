@@ -76,18 +76,20 @@ async def fake_api() -> AsyncIterator[FakeTelegramServer]:
 async def akira(
     tmp_path: Path, server: FakeTelegramServer, **telegram: Any
 ) -> AsyncIterator[tuple[Engine, TelegramAdapter]]:
-    settings = Settings(
-        data_dir=tmp_path,
-        llm={"provider": "scripted"},
-        embedding={"backend": "hashing"},
-        telegram={
-            "token": server.token,
-            "base_url": server.base_url,
-            "admin_ids": [ADMIN_ID],
-            "poll_timeout": 2,
-            "typing_interval": 0.2,
-            **telegram,
-        },
+    settings = Settings.model_validate(
+        {
+            "data_dir": tmp_path,
+            "llm": {"provider": "scripted"},
+            "embedding": {"backend": "hashing"},
+            "telegram": {
+                "token": server.token,
+                "base_url": server.base_url,
+                "admin_ids": [ADMIN_ID],
+                "poll_timeout": 2,
+                "typing_interval": 0.2,
+                **telegram,
+            },
+        }
     )
     engine = build_engine(settings, llm=ScriptedProvider(scripted_reply))
 
