@@ -47,17 +47,32 @@ class MessageResponder:
         if not parts:
             return
         in_guild = self.message.guild is not None
-        target: discord.abc.Messageable = self.message.channel
         if reply.private and in_guild:
             # Never show a private answer (memories, export) in a server channel.
-            target = await self.message.author.create_dm()
+            try:
+                dm = await self.message.author.create_dm()
+                await self._send_parts(dm, parts, reply, in_guild=False)
+            except discord.Forbidden:
+                # DMs closed: drop it rather than leak it into the channel.
+                log.warning("discord: user %s does not accept DMs", self.message.author.id)
+            return
+        await self._send_parts(self.message.channel, parts, reply, in_guild=in_guild)
+
+    async def _send_parts(
+        self,
+        target: discord.abc.Messageable,
+        parts: list[str | None],
+        reply: Reply,
+        *,
+        in_guild: bool,
+    ) -> None:
         for i, part in enumerate(parts):
             kwargs: dict[str, Any] = {"allowed_mentions": SAFE_MENTIONS}
             if i == 0:
                 file = _file(reply)
                 if file is not None:
                     kwargs["file"] = file
-                if in_guild and target is self.message.channel:
+                if in_guild:
                     kwargs["reference"] = self.message.to_reference(fail_if_not_exists=False)
                     kwargs["mention_author"] = False
             await target.send(part, **kwargs)

@@ -227,6 +227,7 @@ class FakeDiscord:
         self.users: dict[int, FakeUser] = {self.bot.id: self.bot, self.owner.id: self.owner}
         self.guilds: dict[int, FakeGuild] = {}
         self.dm_channels: dict[int, int] = {}  # user id -> channel id
+        self.closed_dms: set[int] = set()  # users who do not accept DMs from the bot
         self.messages: dict[int, dict[str, Any]] = {}
         self.bot_messages: list[dict[str, Any]] = []  # in order of creation
         self.interaction_events: list[InteractionEvent] = []
@@ -715,6 +716,10 @@ class FakeDiscord:
             return _json_response(
                 {"message": "Invalid Form Body", "code": 50035, "errors": {"content": "too long"}},
                 400,
+            )
+        if any(self.dm_channels.get(uid) == channel_id for uid in self.closed_dms):
+            return _json_response(
+                {"message": "Cannot send messages to this user", "code": 50007}, 403
             )
         msg = self._bot_message(payload, files, channel_id=channel_id)
         public = {k: v for k, v in msg.items() if not k.startswith("_")}

@@ -132,6 +132,8 @@ async def test_dm_round_trip_with_typing_and_commands_synced(fake: FakeDiscord) 
         assert fake.identifies and fake.identifies[0]["intents"] & (1 << 15)
         assert fake.gateway_queries[0]["encoding"] == "json"
         assert fake.gateway_queries[0]["v"] == "10"
+        # discord.py asks for a compressed stream; the fake answers in zlib-stream.
+        assert fake.gateway_queries[0].get("compress") in ("zlib-stream", "zstd-stream")
         by_name = {c["name"]: c for c in fake.commands}
         assert set(by_name) == {"help", "remember", "export", "slow", "stats"}
         assert by_name["stats"]["default_member_permissions"] == str(MANAGE_GUILD)
@@ -387,6 +389,32 @@ async def test_private_reply_to_a_server_message_goes_by_dm(fake: FakeDiscord) -
     assert fake.bot_messages_in(guild.first_channel_id) == []
     (sent,) = fake.bot_messages_in(dm)
     assert sent["_files"] == [("akira-export.json", b'{"memories": []}')]
+
+
+async def test_private_reply_is_dropped_not_leaked_when_dms_are_closed(fake: FakeDiscord) -> None:
+    bob = fake.add_user("bob")
+    guild = fake.add_guild("Club")
+    guild.add_member(bob)
+    fake.closed_dms.add(bob.id)
+    async with running(fake) as (_, handler):
+        await fake.user_message(bob, "/export", guild=guild, mention_bot=True)
+        await fake.wait_for(lambda: any(s == 403 for (_, _, s) in fake.requests))
+        await fake.user_message(bob, "still there?", guild=guild, mention_bot=True)
+        await fake.wait_for(lambda: fake.bot_messages_in(guild.first_channel_id))
+    assert [m["content"] for m in fake.bot_messages_in(guild.first_channel_id)] == [
+        "echo: still there?"
+    ]
+    assert len(handler.messages) == 2
+
+
+def test_reply_mode_channel_override_wins_over_guild() -> None:
+    config = DiscordConfig(
+        reply_in_guilds="addressed", channel_overrides={"10": "all", "20": "addressed"}
+    )
+    assert config.reply_mode(guild_id=10, channel_id=30) == "all"
+    assert config.reply_mode(guild_id=10, channel_id=20) == "addressed"
+    assert config.reply_mode(guild_id=99, channel_id=98) == "addressed"
+    assert config.reply_mode(guild_id=None, channel_id=None) == "addressed"
 
 
 async def test_sharded_mode_connects_every_shard(fake: FakeDiscord) -> None:
