@@ -30,7 +30,7 @@ from telegram import (
     Update,
 )
 from telegram.constants import ChatAction
-from telegram.error import BadRequest, Forbidden, TelegramError
+from telegram.error import BadRequest, Forbidden, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, TypeHandler
 
 from adapters.base import Adapter, split_text
@@ -97,6 +97,17 @@ class _RedactTokens(logging.Filter):
 
 
 _redactor: _RedactTokens | None = None
+
+
+class TelegramStartError(RuntimeError):
+    """The adapter could not connect (bad token, unreachable server...); never shows the
+    token."""
+
+
+def _redactor_text(text: str) -> str:
+    for token in _redactor.tokens if _redactor else ():
+        text = text.replace(token, "<token>")
+    return text
 
 
 def _redact_token(token: str) -> None:
@@ -238,6 +249,8 @@ class TelegramAdapter(Adapter):
         self._bot_identity: BotIdentity | None = None
         self._queues: dict[int, deque[Job]] = {}
         self._workers: dict[int, asyncio.Task[None]] = {}
+        self._app.add_handler(TypeHandler(Update, self._on_update))
+        self._app.add_error_handler(self._on_error)
         self._started = False
 
     def __repr__(self) -> str:  # PTB's own reprs contain the token: never show them
@@ -274,9 +287,26 @@ class TelegramAdapter(Adapter):
     async def start(self) -> None:
         if self._started:
             return
+        try:
+            await self._start()
+        except InvalidToken:
+            await self._teardown()
+            # PTB's own message quotes the token: replace it, and drop the chain.
+            raise TelegramStartError(
+                "telegram: the Bot API server rejected the token (AKIRA_TELEGRAM__TOKEN)"
+            ) from None
+        except TelegramError as exc:
+            await self._teardown()
+            raise TelegramStartError(
+                f"telegram: could not start: {_redactor_text(str(exc))}"
+            ) from None
+        except BaseException:
+            await self._teardown()
+            raise
+        self._started = True
+
+    async def _start(self) -> None:
         app = self._app
-        app.add_handler(TypeHandler(Update, self._on_update))
-        app.add_error_handler(self._on_error)
         await app.initialize()  # getMe
         me = app.bot
         self._bot_identity = BotIdentity(id=me.id, username=me.username)
@@ -305,10 +335,12 @@ class TelegramAdapter(Adapter):
                 error_callback=self._on_polling_error,
             )
         await app.start()
-        self._started = True
         log.info("telegram: @%s running (%s)", self._bot_identity.username, cfg.mode)
 
     async def stop(self) -> None:
+        await self._teardown()
+
+    async def _teardown(self) -> None:
         app = self._app
         try:
             if app.updater is not None and app.updater.running:

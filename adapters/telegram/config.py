@@ -61,8 +61,9 @@ class TelegramConfig(BaseModel):
             return self.base_file_url
         if not self.base_url:
             return None
+        # The Bot API layout: <root>/bot<token>/<method> and <root>/file/bot<token>/<path>.
         base = self.base_url.rstrip("/")
         head, sep, tail = base.rpartition("/")
-        if sep and tail == "bot":
-            return f"{head}/file/bot"
+        if sep and tail.startswith("bot"):  # ".../bot" or ".../bot{token}"
+            return f"{head}/file/{tail}"
         return f"{base}/file/bot"

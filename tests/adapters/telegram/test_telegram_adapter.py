@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.telegram import TelegramAdapter, TelegramConfig
+from adapters.telegram.adapter import TelegramStartError
 from core.types import (
     Attachment,
     ChatKind,
@@ -447,3 +448,16 @@ async def test_requires_a_token() -> None:
         TelegramAdapter(
             EchoHandler(), TelegramConfig.model_validate({"token": "1:x", "mode": "webhook"})
         )
+
+
+async def test_rejected_token_fails_start_without_showing_it(
+    fake_api: FakeTelegramServer,
+) -> None:
+    config = config_for(fake_api, token="999:WRONG-secret-token")
+    adapter = TelegramAdapter(EchoHandler(), config)
+    with pytest.raises(TelegramStartError) as raised:
+        await adapter.start()
+    assert "rejected the token" in str(raised.value)
+    assert "WRONG-secret-token" not in str(raised.value)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+    assert not adapter.application.running
