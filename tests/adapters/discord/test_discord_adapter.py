@@ -407,6 +407,20 @@ async def test_private_reply_is_dropped_not_leaked_when_dms_are_closed(fake: Fak
     assert len(handler.messages) == 2
 
 
+async def test_commands_synced_to_configured_guilds(fake: FakeDiscord) -> None:
+    alice = fake.add_user("alice")
+    guild = fake.add_guild("Dev")
+    guild.add_member(alice)
+    async with running(fake, guild_ids_for_sync=[guild.id]) as (_, handler):
+        assert fake.commands == []
+        names = {c["name"] for c in fake.guild_commands[guild.id]}
+        assert names == {"help", "remember", "export", "slow", "stats"}
+        iid = await fake.slash(alice, "help", guild=guild)
+        await fake.wait_for(lambda: fake.events_for(iid))
+    assert fake.events_for(iid)[0].content == "/help ok"
+    assert handler.messages[0].command is not None
+
+
 def test_reply_mode_channel_override_wins_over_guild() -> None:
     config = DiscordConfig(
         reply_in_guilds="addressed", channel_overrides={"10": "all", "20": "addressed"}
