@@ -1,0 +1,55 @@
+"""Emotion: detect a message's emotion, keep a per-user emotional state, pick the tone.
+
+Public API (see each module): :class:`EmotionDetector` and :func:`build_detector`;
+:class:`EmotionalState`, :func:`apply_reading` and :func:`current_tone`;
+:func:`load_emotional_states`.
+"""
+
+from __future__ import annotations
+
+from core.emotion.classifier import DEFAULT_WEIGHTS, ClassifierDetector, read_recipe, weights_fit
+from core.emotion.config import EmotionalStateConfig, load_emotional_states
+from core.emotion.detector import (
+    LABELS,
+    EmotionDetector,
+    EmotionError,
+    EmotionReading,
+    WeightsMismatchError,
+)
+from core.emotion.factory import DETECTORS, build_detector
+from core.emotion.lexicon import LexiconDetector
+from core.emotion.state import (
+    HOSTILE_NOTE_EN,
+    HOSTILE_NOTE_PT,
+    EmotionalState,
+    EmotionHistoryEntry,
+    EmotionRules,
+    Tone,
+    apply_reading,
+    current_tone,
+)
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "DETECTORS",
+    "HOSTILE_NOTE_EN",
+    "HOSTILE_NOTE_PT",
+    "LABELS",
+    "ClassifierDetector",
+    "EmotionDetector",
+    "EmotionError",
+    "EmotionHistoryEntry",
+    "EmotionReading",
+    "EmotionRules",
+    "EmotionalState",
+    "EmotionalStateConfig",
+    "LexiconDetector",
+    "Tone",
+    "WeightsMismatchError",
+    "apply_reading",
+    "build_detector",
+    "current_tone",
+    "load_emotional_states",
+    "read_recipe",
+    "weights_fit",
+]

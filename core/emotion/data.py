@@ -1,0 +1,107 @@
+"""Training/evaluation data readers, mapped to our five states.
+
+Mapping (see ``shared/data/README.md``): agressivo = anger, annoyance, disgust; feliz =
+joy, amusement, excitement, gratitude, love, optimism, relief, pride; triste = sadness,
+grief, disappointment, remorse; confuso = confusion; neutro = neutral (GoEmotions).
+BRIGHTER: anger and/or disgust -> agressivo, joy -> feliz, sadness -> triste, none ->
+neutro. A row is kept only when all its labels map to one state; any other label (fear,
+surprise, admiration, ...) drops the row, because we cannot say which state it is.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+GOEMOTIONS_MAP: dict[str, str] = {
+    "anger": "agressivo",
+    "annoyance": "agressivo",
+    "disgust": "agressivo",
+    "joy": "feliz",
+    "amusement": "feliz",
+    "excitement": "feliz",
+    "gratitude": "feliz",
+    "love": "feliz",
+    "optimism": "feliz",
+    "relief": "feliz",
+    "pride": "feliz",
+    "sadness": "triste",
+    "grief": "triste",
+    "disappointment": "triste",
+    "remorse": "triste",
+    "confusion": "confuso",
+    "neutral": "neutro",
+}
+
+BRIGHTER_MAP: dict[str, str] = {
+    "anger": "agressivo",
+    "disgust": "agressivo",
+    "joy": "feliz",
+    "sadness": "triste",
+}
+
+# Written by the AKIRA authors for this project (no external source).
+WRITTEN_EXAMPLES = Path(__file__).resolve().parent / "examples_pt.tsv"
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    label: str
+    source: str
+
+
+def _single_state(labels: list[str], mapping: dict[str, str]) -> str | None:
+    states = {mapping.get(name) for name in labels}
+    if not labels or None in states or len(states) != 1:
+        return None
+    return next(iter(states))  # type: ignore[return-value]
+
+
+def read_goemotions(path: Path, emotions_file: Path | None = None) -> list[Example]:
+    """The raw GoEmotions TSV: ``text<TAB>comma-separated label ids<TAB>id``."""
+    names_path = emotions_file or path.parent / "emotions.txt"
+    names = names_path.read_text(encoding="utf-8").split()
+    out: list[Example] = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 2:
+                continue
+            labels = [names[int(i)] for i in parts[1].split(",") if i.strip()]
+            state = _single_state(labels, GOEMOTIONS_MAP)
+            if state is not None and parts[0].strip():
+                out.append(Example(parts[0], state, f"goemotions:{path.name}"))
+    return out
+
+
+def read_brighter(path: Path) -> list[Example]:
+    """A BRIGHTER track-A CSV with one 0/1 column per emotion."""
+    out: list[Example] = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            emotions = [k for k, v in row.items() if k not in ("id", "text") and v == "1"]
+            state = "neutro" if not emotions else _single_state(emotions, BRIGHTER_MAP)
+            if state is not None and row["text"].strip():
+                out.append(Example(row["text"], state, f"brighter:{path.name}"))
+    return out
+
+
+def read_labelled_tsv(path: Path) -> list[Example]:
+    """A TSV whose header names ``text`` and ``label`` columns (our dev files, our examples).
+
+    Lines starting with ``#`` before the header are comments (source notes).
+    """
+    out: list[Example] = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        header = handle.readline()
+        while header.startswith("#"):
+            header = handle.readline()
+        fields = next(csv.reader([header], delimiter="\t"))
+        reader = csv.DictReader(handle, fieldnames=fields, delimiter="\t")
+        for row in reader:
+            text, label = (row.get("text") or "").strip(), (row.get("label") or "").strip()
+            if text and label:
+                out.append(Example(text, label, f"file:{path.name}"))
+    return out

@@ -1,0 +1,59 @@
+"""The emotion detector interface shared by every backend."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+LABELS: tuple[str, ...] = ("agressivo", "feliz", "triste", "confuso", "neutro")
+
+# Score given to empty/whitespace input: it is "neutro" only because there is nothing to
+# read, so it sits under any sensible confidence threshold and never changes a state.
+EMPTY_SCORE = 0.1
+
+
+class EmotionError(RuntimeError):
+    """An emotion backend could not be loaded or used (missing library, bad weights)."""
+
+
+class WeightsMismatchError(EmotionError):
+    """Classifier weights were trained on another embedding model than the one given."""
+
+
+@dataclass(frozen=True)
+class EmotionReading:
+    """One detection: a label from :data:`LABELS` (or a user-configured state) and a
+    confidence in ``[0, 1]``."""
+
+    label: str
+    score: float
+
+
+class EmotionDetector(ABC):
+    """Reads the emotion of one message. Synchronous and CPU-bound: the pipeline runs it
+    off the event loop (``asyncio.to_thread``)."""
+
+    name: str
+
+    def detect(self, text: str) -> EmotionReading:
+        return self.detect_many([text])[0]
+
+    def detect_many(self, texts: Sequence[str]) -> list[EmotionReading]:
+        """Readings in input order; empty texts are ``neutro`` with :data:`EMPTY_SCORE`."""
+        results: list[EmotionReading | None] = [None] * len(texts)
+        todo: list[int] = []
+        for index, text in enumerate(texts):
+            if not text or not text.strip():
+                results[index] = EmotionReading("neutro", EMPTY_SCORE)
+            else:
+                todo.append(index)
+        if todo:
+            readings = self._detect_batch([texts[i] for i in todo])
+            for index, reading in zip(todo, readings, strict=True):
+                results[index] = reading
+        return [r for r in results if r is not None]
+
+    @abstractmethod
+    def _detect_batch(self, texts: Sequence[str]) -> list[EmotionReading]:
+        """Readings for non-empty texts."""
