@@ -437,7 +437,14 @@ class FakeDiscord:
             "token": token,
             "version": 1,
             "locale": locale,
-            "data": {"id": command["id"], "name": name, "type": 1, "options": options},
+            "data": {
+                "id": command["id"],
+                "name": name,
+                "type": 1,
+                "options": options,
+                # Discord names the guild of a guild-registered command here.
+                **({"guild_id": command["guild_id"]} if "guild_id" in command else {}),
+            },
             "app_permissions": str(EVERYONE_PERMISSIONS),
             "attachment_size_limit": 8 * 1024 * 1024,
             "entitlements": [],
