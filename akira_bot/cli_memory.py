@@ -6,6 +6,7 @@ import argparse
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from akira_bot.settings import Settings
@@ -86,6 +87,59 @@ async def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
+    import sys
+
+    from akira_bot.cli import CLIError
+    from akira_bot.history_import import ImportFormatError, import_history
+
+    path = Path(args.file)
+    progress_bar: Any = None
+    task: Any = None
+    if sys.stderr.isatty():
+        from rich.progress import Progress
+
+        progress_bar = Progress(transient=True)
+        task = progress_bar.add_task("importing", total=None)
+        progress_bar.start()
+
+    def report(done: int, total: int) -> None:
+        if progress_bar is not None:
+            progress_bar.update(task, completed=done, total=total)
+
+    try:
+        async with open_engine(settings) as engine:
+            summary = await import_history(
+                engine.services,
+                path,
+                fmt=args.format,
+                default_user=args.user,
+                own_ids=settings.bot.own_ids,
+                dry_run=args.dry_run,
+                progress=report,
+            )
+    except ImportFormatError as exc:
+        raise CLIError(str(exc)) from None
+    finally:
+        if progress_bar is not None:
+            progress_bar.stop()
+    for error in summary.errors[:50]:
+        print(f"skipped {error.reason}", file=sys.stderr)
+    if len(summary.errors) > 50:
+        print(f"... and {len(summary.errors) - 50} more invalid messages", file=sys.stderr)
+    if args.json:
+        _print_json(summary.as_dict())
+        return 0
+    verb = "would import" if summary.dry_run else "imported"
+    print(
+        f"{verb} {summary.imported}, skipped as duplicate {summary.duplicates}, "
+        f"skipped as invalid {summary.invalid}, service messages {summary.skipped_service}"
+    )
+    for user, count in sorted(summary.per_user.items()):
+        print(f"  {user}: {count}")
+    return 0
+
+
 def add_parser(sub: Any) -> None:
     memory = sub.add_parser(
         "memory",
@@ -120,3 +174,24 @@ def add_parser(sub: Any) -> None:
     )
     forget.add_argument("user", type=USER, metavar="USER", help="platform:id")
     forget.set_defaults(handler=cmd_forget)
+
+    from akira_bot.history_import import FORMATS
+
+    importer = msub.add_parser(
+        "import",
+        help="import chat history (Telegram/Discord exports, JSONL) into memory",
+        description="Import chat history into memory, in time order, without calling the LLM. "
+        "Formats: jsonl (one message per line: user, text, timestamp, chat, kind, reply_to, id), "
+        "telegram (Telegram Desktop's JSON export), discord (DiscordChatExporter JSON). "
+        "Importing the same file twice adds nothing.",
+    )
+    importer.add_argument("file", help="the export file")
+    importer.add_argument(
+        "--format", choices=FORMATS, default="auto", help="file format (default: auto)"
+    )
+    importer.add_argument(
+        "--user", type=USER, metavar="USER", help="platform:id for messages that name no user"
+    )
+    importer.add_argument("--dry-run", action="store_true", help="read and validate, store nothing")
+    importer.add_argument("--json", action="store_true", help="print the summary as JSON")
+    importer.set_defaults(handler=cmd_import)
