@@ -147,7 +147,10 @@ class InteractionResponder:
                     edit["attachments"] = [file]
                 await self.interaction.edit_original_response(**edit)
                 return
-            # The deferred message's visibility is fixed; answer in a follow-up instead.
+            # The deferred message's visibility is fixed, and a follow-up sent while it is
+            # still loading would inherit it (Discord resolves the loading state with it):
+            # resolve it by an edit, remove it, then answer in a follow-up of its own.
+            await self.interaction.edit_original_response(content=DONE)
             await self.interaction.delete_original_response()
         follow: dict[str, Any] = {
             "ephemeral": private,

@@ -188,6 +188,7 @@ class _Interaction:
     guild_id: int | None
     original: dict[str, Any] | None = None
     flags: int = 0
+    loading: bool = False  # deferred and not yet resolved
 
 
 @dataclass
@@ -777,6 +778,7 @@ class FakeDiscord:
         msg["_interaction_id"] = iid
         inter.original = msg
         inter.flags = flags
+        inter.loading = rtype == 5
         self.interaction_events.append(
             InteractionEvent(
                 iid,
@@ -810,6 +812,11 @@ class FakeDiscord:
             return _json_response({"message": "Unknown Webhook", "code": 10015}, 404)
         payload, files = await self._read_message_body(request)
         flags = int(payload.get("flags") or 0)
+        if inter.loading:
+            # Discord: a follow-up while the deferred response is still loading resolves
+            # it and keeps the defer's visibility, whatever flags it asks for.
+            inter.loading = False
+            flags = inter.flags & EPHEMERAL_FLAG
         msg = self._bot_message(payload, files, channel_id=inter.channel_id, flags=flags)
         msg["_interaction_id"] = inter.id
         self.interaction_events.append(
@@ -834,6 +841,7 @@ class FakeDiscord:
         if "content" in payload:
             original["content"] = payload["content"] or ""
         original["flags"] = int(original["flags"]) & ~LOADING_FLAG
+        inter.loading = False
         if files:
             original["_files"] = files
         self.interaction_events.append(

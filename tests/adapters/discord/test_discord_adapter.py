@@ -306,9 +306,10 @@ async def test_slow_slash_command_is_deferred_then_followed_up(fake: FakeDiscord
     events = fake.events_for(iid)
     assert [(e.kind, e.response_type) for e in events[:1]] == [("callback", 5)]
     assert events[0].at - started < 0.5  # deferred well before the 3 s deadline
-    # The public answer cannot edit the private "thinking" message: it is replaced.
+    # The public answer cannot edit the private "thinking" message: it is resolved,
+    # removed, and the answer comes as a public follow-up.
     kinds = [e.kind for e in events]
-    assert kinds == ["callback", "delete_original", "followup"]
+    assert kinds == ["callback", "edit_original", "delete_original", "followup"]
     assert events[-1].content == "done slowly" and events[-1].ephemeral is False
     assert events[-1].at - started >= 0.5
 
