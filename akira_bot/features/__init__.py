@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 Install = Callable[["Settings", "Services", "Pipeline", "CommandRouter"], None]
 
 # Module names under akira_bot.features, installed in this order.
-FEATURES: list[str] = []
+FEATURES: list[str] = ["emotion"]
 
 
 def installers() -> list[Install]:

@@ -76,6 +76,9 @@ class NodeStore(OwnedData):
         """Nodes of one owner; with ``owner=None`` the total (admin statistics only)."""
 
     @abstractmethod
+    async def set_emotion(self, owner: str, node_id: str, label: str, score: float) -> None: ...
+
+    @abstractmethod
     async def by_platform_message(
         self, owner: str, platform_message_id: str
     ) -> MemoryNode | None: ...

@@ -261,6 +261,13 @@ class SQLiteNodeStore(NodeStore):
             row = await self.db.fetchone("SELECT COUNT(*) FROM nodes WHERE owner = ?", (owner,))
         return int(row[0]) if row else 0
 
+    async def set_emotion(self, owner: str, node_id: str, label: str, score: float) -> None:
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "UPDATE nodes SET emotion = ?, emotion_score = ? WHERE owner = ? AND id = ?",
+                (label, score, owner, node_id),
+            )
+
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
         row = await self.db.fetchone(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND platform_message_id = ?"

