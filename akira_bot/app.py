@@ -52,7 +52,15 @@ def engine_config(settings: Settings) -> EngineConfig:
 def build_memory(
     settings: Settings, storage: SQLiteStorage, embedder: Embedder | None
 ) -> ConversationMemory:
-    return PlainMemory(storage)
+    """The memory graph (``settings.memory.graph``, the default) over the configured
+    embedder; the plain message log when the graph is off."""
+    if not settings.memory.graph:
+        return PlainMemory(storage)
+    from core.memory.graph import GraphMemory
+
+    if embedder is None:
+        embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
+    return GraphMemory(storage, embedder)
 
 
 def default_pipeline(router: CommandRouter) -> Pipeline:

@@ -21,7 +21,7 @@ from core.embeddings.base import Embedder
 @dataclass
 class _Queue:
     items: list[tuple[str, asyncio.Future[np.ndarray]]] = field(default_factory=list)
-    timer: asyncio.TimerHandle | None = None
+    timer: asyncio.Handle | None = None
 
 
 class EmbeddingBatcher:
@@ -38,6 +38,7 @@ class EmbeddingBatcher:
         # Queues belong to one event loop (tests and CLIs may run several in turn).
         self._loop: asyncio.AbstractEventLoop | None = None
         self.batches = 0  # how many model calls were made (observability, tests)
+        self._running: set[asyncio.Task[None]] = set()  # strong refs: tasks are weakly held
 
     @property
     def name(self) -> str:
@@ -102,8 +103,10 @@ class EmbeddingBatcher:
             queue.timer = None
         batch, queue.items = queue.items[: self.max_batch], queue.items[self.max_batch :]
         if queue.items:  # more than one batch waiting: the rest goes right after
-            queue.timer = asyncio.get_running_loop().call_soon(self._flush, kind)  # type: ignore[assignment]
-        asyncio.get_running_loop().create_task(self._run(kind, batch))
+            queue.timer = asyncio.get_running_loop().call_soon(self._flush, kind)
+        task = asyncio.get_running_loop().create_task(self._run(kind, batch))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
 
     async def _run(self, kind: str, batch: list[tuple[str, asyncio.Future[np.ndarray]]]) -> None:
         texts = [text for text, _ in batch]

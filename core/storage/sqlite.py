@@ -7,6 +7,8 @@ from typing import Any
 
 from core.storage.base import OwnedData
 from core.storage.database import Database, Migration
+from core.storage.sqlite_graph import MIGRATIONS as GRAPH_MIGRATIONS
+from core.storage.sqlite_graph import SQLiteGraphStore
 from core.storage.sqlite_nodes import MIGRATIONS as NODE_MIGRATIONS
 from core.storage.sqlite_nodes import SQLiteNodeStore, SQLiteUserStore
 
@@ -25,6 +27,9 @@ class SQLiteStorage:
         self.nodes = SQLiteNodeStore(self.db)
         self._parts: list[OwnedData] = []
         self._migrations: list[Migration] = []
+        # The memory graph (vectors, links, full-text index); erased before the nodes.
+        self.graph = SQLiteGraphStore(self.db, self.nodes)
+        self.register(self.graph, GRAPH_MIGRATIONS)
         self.register(self.nodes, NODE_MIGRATIONS)
 
     @property

