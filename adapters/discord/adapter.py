@@ -28,12 +28,8 @@ from adapters.base import Adapter
 from adapters.discord.commands import PortugueseTranslator, build_app_commands
 from adapters.discord.config import DiscordConfig
 from adapters.discord.convert import interaction_to_incoming, message_to_incoming
-from adapters.discord.responder import (
-    REFUSALS,
-    InteractionResponder,
-    MessageResponder,
-    lang_of,
-)
+from adapters.discord.responder import InteractionResponder, MessageResponder, lang_of
+from core.i18n import t
 from core.types import CommandSpec, IncomingMessage, MessageHandler
 
 log = logging.getLogger(__name__)
@@ -223,7 +219,9 @@ class DiscordAdapter(Adapter):
         if spec.admin_only and not incoming.author.is_admin:
             # default_member_permissions is only Discord's default (server admins can
             # change who sees the command): check the caller on every call.
-            await interaction.response.send_message(REFUSALS[lang_of(interaction)], ephemeral=True)
+            await interaction.response.send_message(
+                t("not_allowed", lang_of(interaction)), ephemeral=True
+            )
             log.info("discord: refused /%s to %s", spec.name, incoming.author.key)
             return
         if self.config.defer_after_s <= 0:

@@ -12,6 +12,7 @@ from typing import Any
 import discord
 
 from adapters.base import split_text
+from core.i18n import t
 from core.types import Reply
 
 log = logging.getLogger(__name__)
@@ -82,18 +83,12 @@ class MessageResponder:
         return self.message.channel.typing()
 
 
-REFUSALS = {
-    "pt": "Este comando é só para administradores.",
-    "en": "This command is for admins only.",
-}
 DONE = "✅"
-FAILED = {
-    "pt": "Algo deu errado. Tente de novo em instantes.",
-    "en": "Something went wrong. Please try again in a moment.",
-}
 
 
 def lang_of(interaction: discord.Interaction) -> str:
+    """Discord always sends the caller's client language: Portuguese ones get Portuguese,
+    every other one English."""
     return "pt" if str(interaction.locale).startswith("pt") else "en"
 
 
@@ -167,7 +162,7 @@ class InteractionResponder:
         async with self._lock:
             if self.sent and ok:
                 return
-            text = DONE if ok else FAILED[lang_of(self.interaction)]
+            text = DONE if ok else t("command_failed", lang_of(self.interaction))
             if not self.interaction.response.is_done():
                 await self.interaction.response.send_message(text, ephemeral=True)
             elif self._pending_original:

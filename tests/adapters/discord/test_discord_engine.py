@@ -156,3 +156,17 @@ async def test_akira_bot_run_serves_the_configured_discord_api(
     assert proc.returncode == 0, err.decode()[-2000:]
     assert "hello from discord" in fake.bot_messages_in(channel)[0]["content"]
     assert fake.token not in err.decode()
+
+
+async def test_engine_commands_are_the_synced_slash_commands(
+    tmp_path: Path, fake: FakeDiscord
+) -> None:
+    async with running_engine(settings_for(tmp_path, fake), ScriptedProvider()) as (engine, _):
+        specs = {s.name: s for s in engine.commands}
+        synced = {c["name"]: c for c in fake.commands}
+    assert fake.command_syncs == 1
+    assert set(synced) == set(specs)
+    for name, spec in specs.items():
+        expected = "32" if spec.admin_only else None  # Manage Server
+        assert synced[name]["default_member_permissions"] == expected
+        assert bool(synced[name]["options"]) == bool(spec.args_hint)
