@@ -9,6 +9,8 @@ from core.storage.base import OwnedData
 from core.storage.database import Database, Migration
 from core.storage.sqlite_graph import MIGRATIONS as GRAPH_MIGRATIONS
 from core.storage.sqlite_graph import SQLiteGraphStore
+from core.storage.sqlite_memories import MIGRATIONS as MEMORY_MIGRATIONS
+from core.storage.sqlite_memories import SQLiteMemoryStore
 from core.storage.sqlite_nodes import MIGRATIONS as NODE_MIGRATIONS
 from core.storage.sqlite_nodes import SQLiteNodeStore, SQLiteUserStore
 
@@ -31,6 +33,8 @@ class SQLiteStorage:
         self.graph = SQLiteGraphStore(self.db, self.nodes)
         self.register(self.graph, GRAPH_MIGRATIONS)
         self.register(self.nodes, NODE_MIGRATIONS)
+        self.memories = SQLiteMemoryStore(self.db)
+        self.register(self.memories, MEMORY_MIGRATIONS)
 
     @property
     def path(self) -> Path:

@@ -1,0 +1,209 @@
+"""What the chat commands say, in Brazilian Portuguese and English."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+TEXTS: Mapping[str, Mapping[str, str]] = {
+    # /start and /help
+    "start": {
+        "pt": "Oi{name}! Eu sou {bot}. Converso com você e lembro do que importa.\n"
+        "• /remember guarda algo que você quer que eu lembre\n"
+        "• /memories mostra o que eu sei sobre você\n"
+        "• /export te envia todos os seus dados; /forgetme apaga tudo\n"
+        "Use /help para ver todos os comandos.",
+        "en": "Hi{name}! I'm {bot}. I chat with you and remember what matters.\n"
+        "• /remember stores something you want me to remember\n"
+        "• /memories shows what I know about you\n"
+        "• /export sends you all your data; /forgetme erases it all\n"
+        "Use /help to see every command.",
+    },
+    "help_header": {"pt": "Comandos:", "en": "Commands:"},
+    "help_admin_header": {"pt": "Para administradores:", "en": "For admins:"},
+    # /remember
+    "remember_usage": {
+        "pt": "Uso: /remember <texto>, /remember chave: conteúdo ou "
+        "/remember categoria/chave: conteúdo (categorias: {categories}). #tags viram etiquetas.",
+        "en": "Usage: /remember <text>, /remember key: content or "
+        "/remember category/key: content (categories: {categories}). #hashtags become tags.",
+    },
+    "remember_limits": {
+        "pt": "Não consegui guardar: chaves têm até {key} caracteres, o conteúdo até {content}, "
+        "e até {tags} etiquetas de {tag} caracteres.",
+        "en": "I couldn't store that: keys have up to {key} characters, content up to "
+        "{content}, and up to {tags} tags of {tag} characters.",
+    },
+    "remember_bad_category": {
+        "pt": "Categoria desconhecida. Use uma de: {categories}.",
+        "en": "Unknown category. Use one of: {categories}.",
+    },
+    "remember_created": {
+        "pt": "Guardado: {category}/{key}.",
+        "en": "Saved: {category}/{key}.",
+    },
+    "remember_updated": {
+        "pt": "Atualizado: {category}/{key} (a versão anterior fica no histórico).",
+        "en": "Updated: {category}/{key} (the earlier version is kept in its history).",
+    },
+    "remember_unchanged": {
+        "pt": "Eu já sabia disso: {category}/{key}.",
+        "en": "I already knew that: {category}/{key}.",
+    },
+    # /memories
+    "memories_usage": {
+        "pt": "Uso: /memories [página], por exemplo /memories 2",
+        "en": "Usage: /memories [page], e.g. /memories 2",
+    },
+    "memories_empty": {
+        "pt": "Ainda não guardei nenhuma memória sobre você. Use /remember para me contar algo.",
+        "en": "I haven't stored any memories about you yet. Use /remember to tell me something.",
+    },
+    "memories_no_page": {
+        "pt": "Não há página {page}; são {pages} página(s).",
+        "en": "There is no page {page}; there are {pages} page(s).",
+    },
+    "memories_header": {
+        "pt": "O que eu sei sobre você — página {page}/{pages}\n"
+        "{total} memória(s): {verified} verificada(s), {unverified} não verificada(s)",
+        "en": "What I know about you — page {page}/{pages}\n"
+        "{total} memories: {verified} verified, {unverified} unverified",
+    },
+    "memories_expired": {"pt": "(expirada)", "en": "(expired)"},
+    "memories_next": {
+        "pt": "Próxima página: /memories {page}",
+        "en": "Next page: /memories {page}",
+    },
+    "memories_footer": {
+        "pt": "Para apagar uma: /forget <chave ou id>. Memórias [unverified] foram deduzidas por mim.",
+        "en": "To delete one: /forget <key or id>. [unverified] memories are ones I inferred.",
+    },
+    # /forget
+    "forget_usage": {
+        "pt": "Uso: /forget <chave | categoria/chave | id mem_...>",
+        "en": "Usage: /forget <key | category/key | mem_... id>",
+    },
+    "forget_not_found": {
+        "pt": "Não encontrei nenhuma memória sua com essa chave ou id.",
+        "en": "I found no memory of yours with that key or id.",
+    },
+    "forget_ambiguous": {
+        "pt": "Essa chave existe em mais de uma categoria; diga qual: {choices}",
+        "en": "That key is in more than one category; say which one: {choices}",
+    },
+    "forget_done": {"pt": "Esqueci: {category}/{key}.", "en": "Forgotten: {category}/{key}."},
+    # /forgetme
+    "forgetme_ask": {
+        "pt": "⚠️ Isso apaga TUDO o que guardei sobre você: mensagens, memórias, perfil e "
+        "histórico emocional. Não dá para desfazer (use /export antes se quiser uma cópia).\n"
+        "Para confirmar, envie /forgetme {code} em até {minutes} minutos.",
+        "en": "⚠️ This erases EVERYTHING I store about you: messages, memories, profile and "
+        "emotional history. It cannot be undone (use /export first if you want a copy).\n"
+        "To confirm, send /forgetme {code} within {minutes} minutes.",
+    },
+    "forgetme_no_request": {
+        "pt": "Não há pedido pendente (ou ele expirou). Envie /forgetme para receber um código.",
+        "en": "There is no pending request (or it expired). Send /forgetme to get a code.",
+    },
+    "forgetme_wrong_code": {
+        "pt": "O código não confere. Nada foi apagado; envie /forgetme {code} para confirmar.",
+        "en": "That code doesn't match. Nothing was erased; send /forgetme {code} to confirm.",
+    },
+    "forgetme_done": {
+        "pt": "Pronto. Apaguei tudo sobre você ({total} registro(s)). Se voltar a falar comigo, "
+        "começo do zero.",
+        "en": "Done. I erased everything about you ({total} record(s)). If you talk to me "
+        "again, I start from scratch.",
+    },
+    # /export
+    "export_done": {
+        "pt": "Aqui está tudo o que guardo sobre você: {messages} mensagem(ns), {memories} "
+        "memória(s), perfil e estado emocional, no arquivo anexo (JSON).",
+        "en": "Here is everything I store about you: {messages} message(s), {memories} "
+        "memories, profile and emotional state, in the attached file (JSON).",
+    },
+    # /mood
+    "mood_unknown": {
+        "pt": "Ainda não li seu humor: converse um pouco comigo primeiro.",
+        "en": "I haven't read your mood yet: chat with me a little first.",
+    },
+    "mood_state": {
+        "pt": "Seu estado emocional, como eu percebo: {state}{confidence}.",
+        "en": "Your emotional state, as I read it: {state}{confidence}.",
+    },
+    "mood_since": {"pt": "Desde: {when}.", "en": "Since: {when}."},
+    "mood_recent": {"pt": "Leituras recentes:", "en": "Recent readings:"},
+    "mood_hostile": {
+        "pt": "Notei tensão nas nossas conversas recentes; vou manter um tom calmo e direto.",
+        "en": "I noticed tension in our recent conversations; I'll keep a calm, direct tone.",
+    },
+    # admin
+    "stats": {
+        "pt": "Estatísticas\nUsuários: {users}\nMensagens: {messages}\n"
+        "Memórias estruturadas: {memories} ({verified} verificadas, {unverified} não verificadas)\n"
+        "No ar há: {uptime}\nLLM: {llm}\nEmbeddings: {embedder}\nDetector de emoção: {emotion}\n"
+        "Tarefas em segundo plano: {background}",
+        "en": "Statistics\nUsers: {users}\nMessages: {messages}\n"
+        "Structured memories: {memories} ({verified} verified, {unverified} unverified)\n"
+        "Uptime: {uptime}\nLLM: {llm}\nEmbeddings: {embedder}\nEmotion detector: {emotion}\n"
+        "Background tasks: {background}",
+    },
+    "none": {"pt": "nenhum", "en": "none"},
+    "user_usage": {
+        "pt": "Uso: /user <plataforma:id>, por exemplo /user telegram:42",
+        "en": "Usage: /user <platform:id>, e.g. /user telegram:42",
+    },
+    "user_not_found": {
+        "pt": "Não conheço o usuário {user}.",
+        "en": "I don't know the user {user}.",
+    },
+    "user_info": {
+        "pt": "Usuário {user}\nNome: {name}\nIdioma: {language}\nPrimeira vez: {created}\n"
+        "Última vez: {seen}\nMensagens: {messages}\n"
+        "Memórias: {memories} ({verified} verificadas, {unverified} não verificadas, "
+        "{expired} expiradas)\nEstado emocional: {emotion}",
+        "en": "User {user}\nName: {name}\nLanguage: {language}\nFirst seen: {created}\n"
+        "Last seen: {seen}\nMessages: {messages}\n"
+        "Memories: {memories} ({verified} verified, {unverified} unverified, "
+        "{expired} expired)\nEmotional state: {emotion}",
+    },
+    "verify_usage": {
+        "pt": "Uso: /verify <id mem_...> (os ids aparecem em /memories e nas exportações)",
+        "en": "Usage: /verify <mem_... id> (ids are in /memories and in exports)",
+    },
+    "verify_not_found": {
+        "pt": "Não existe memória com esse id.",
+        "en": "There is no memory with that id.",
+    },
+    "verify_done": {
+        "pt": "Verificada: {category}/{key} de {owner}.",
+        "en": "Verified: {category}/{key} of {owner}.",
+    },
+    "verify_already": {
+        "pt": "Essa memória já estava verificada ({category}/{key} de {owner}).",
+        "en": "That memory was already verified ({category}/{key} of {owner}).",
+    },
+}
+
+# Emotional state names (the states file uses Portuguese names) as shown to people.
+STATE_NAMES: Mapping[str, Mapping[str, str]] = {
+    "agressivo": {"pt": "irritado(a)", "en": "irritated"},
+    "feliz": {"pt": "feliz", "en": "happy"},
+    "triste": {"pt": "triste", "en": "sad"},
+    "confuso": {"pt": "confuso(a)", "en": "confused"},
+    "neutro": {"pt": "neutro", "en": "neutral"},
+}
+
+
+def tr(name: str, language: str | None, /, **values: object) -> str:
+    """The text ``name`` in ``language`` (Portuguese when unknown), formatted with
+    ``values`` (positional-only, so a text may have ``{key}`` or ``{language}`` fields)."""
+    variants = TEXTS[name]
+    text = variants.get(language or "pt") or variants["pt"]
+    return text.format(**values) if values else text
+
+
+def state_name(state: str, language: str | None) -> str:
+    names = STATE_NAMES.get(state)
+    if names is None:
+        return state
+    return names.get(language or "pt") or names["pt"]

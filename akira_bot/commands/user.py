@@ -1,0 +1,435 @@
+"""Commands for everyone: /start /help /remember /memories /forget /forgetme /export /mood.
+
+Written once here and used by every adapter (the console, Telegram, Discord slash
+commands). Replies are in the person's language (``ctx.language``); what only concerns
+the person (/memories, /export, /mood, /forgetme) is a private reply, which an adapter
+shows ephemerally or sends by DM when asked in a group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from akira_bot.commands.texts import state_name, tr
+from core.commands import CommandResult, CommandRouter, UsageError
+from core.i18n import ago
+from core.memory.structured import (
+    EXTRAS_KEY,
+    MAX_CONTENT_CHARS,
+    MAX_KEY_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    Category,
+    MemoryValidationError,
+    Source,
+    StoreOutcome,
+    StructuredMemories,
+    StructuredMemory,
+    format_memory,
+    normalise_key,
+)
+from core.pipeline import TurnContext
+from core.services import Services
+from core.types import Attachment, Reply, ReplyKind
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 10
+FORGETME_WINDOW = timedelta(minutes=5)
+EXPORT_FILENAME = "akira-export.json"
+MAX_LISTED = 1000  # /memories reads at most this many (a person's list is far shorter)
+
+_CATEGORIES = ", ".join(c.value for c in Category)
+
+
+def memories_service(services: Services) -> StructuredMemories:
+    """The structured-memory service the feature installed (or one over the storage part,
+    so commands work even when the feature's prompt stage is switched off)."""
+    service = services.extras.get(EXTRAS_KEY)
+    if not isinstance(service, StructuredMemories):
+        service = StructuredMemories(services.storage.memories)
+        services.extras[EXTRAS_KEY] = service
+    return service
+
+
+# --- /remember parsing -----------------------------------------------------------------------
+
+
+class UnknownCategory(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RememberRequest:
+    category: Category
+    key: str
+    content: str
+    tags: list[str]
+
+
+# "category/key: content" or "key: content"; the colon must be followed by a space so that
+# "https://..." or "12:30" in plain text is not read as a key.
+_KEYED = re.compile(
+    r"^(?:(?P<category>[A-Za-z]+)\s*/\s*)?(?P<key>[^:\n]+?)\s*:\s+(?P<content>.+)$", re.DOTALL
+)
+_HASHTAG = re.compile(r"(?<![\w#])#([^\W_][\w\-]*)", re.UNICODE)
+_TRAILING_TAGS = re.compile(r"(?:\s+#[^\W_][\w\-]*)+\s*$", re.UNICODE)
+MAX_KEY_WORDS = 6  # "my favourite food: pizza" is a key; a sentence before a colon is not
+AUTO_KEY_WORDS = 5
+
+
+def auto_key(content: str) -> str:
+    """A key for plain ``/remember <text>``: its first words in snake_case, so telling the
+    same thing twice updates one memory; text without letters or digits gets a hash."""
+    words = content.split()[:AUTO_KEY_WORDS]
+    try:
+        key = normalise_key(" ".join(words))[:48].rstrip("_")
+    except MemoryValidationError:
+        key = ""
+    if not key:
+        digest = hashlib.sha1(content.encode("utf-8")).hexdigest()[:8]
+        key = f"note_{digest}"
+    return key
+
+
+def parse_remember(args: str) -> RememberRequest:
+    """Raises UnknownCategory or MemoryValidationError (too long, no content...)."""
+    text = args.strip()
+    if not text:
+        raise MemoryValidationError("nothing to remember")
+    category = Category.NOTE
+    key: str | None = None
+    content = text
+    match = _KEYED.match(text)
+    if match and len(match.group("key").split()) <= MAX_KEY_WORDS:
+        if match.group("category"):
+            try:
+                category = Category(match.group("category").lower())
+            except ValueError:
+                raise UnknownCategory(match.group("category")) from None
+        key = normalise_key(match.group("key"))
+        content = match.group("content").strip()
+    tags = [t.lower() for t in _HASHTAG.findall(content)]
+    stripped = _TRAILING_TAGS.sub("", content).strip()
+    if stripped:
+        content = stripped  # "pizza #food" keeps "pizza" with the tag "food"
+    if len(content) > MAX_CONTENT_CHARS:
+        raise MemoryValidationError("content too long")
+    return RememberRequest(category, key or auto_key(content), content, tags)
+
+
+# --- /forgetme confirmations ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Pending:
+    code: str
+    asked_at: datetime
+
+
+class ForgetMeConfirmations:
+    """A code per person, valid for ``window`` of message time. Kept in memory: after a
+    restart the person simply asks again."""
+
+    ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I to misread
+
+    def __init__(self, window: timedelta = FORGETME_WINDOW) -> None:
+        self.window = window
+        self._pending: dict[str, _Pending] = {}
+
+    def ask(self, owner: str, at: datetime) -> str:
+        code = "".join(secrets.choice(self.ALPHABET) for _ in range(6))
+        self._pending[owner] = _Pending(code, at)
+        return code
+
+    def pending(self, owner: str, at: datetime) -> str | None:
+        entry = self._pending.get(owner)
+        if entry is None:
+            return None
+        if at - entry.asked_at > self.window:
+            del self._pending[owner]
+            return None
+        return entry.code
+
+    def clear(self, owner: str) -> None:
+        self._pending.pop(owner, None)
+
+
+# --- the commands -----------------------------------------------------------------------------
+
+
+def _reply(text: str, *, private: bool = False, attachment: Attachment | None = None) -> Reply:
+    return Reply(text, ReplyKind.COMMAND, private=private, attachment=attachment)
+
+
+def _list_entry(index: int, memory: StructuredMemory, at: datetime, language: str) -> str:
+    entry = format_memory(index, memory)
+    if memory.expired(at):
+        entry += f" {tr('memories_expired', language)}"
+    return f"{entry}\n    id: {memory.id}"
+
+
+def register_user_commands(
+    router: CommandRouter,
+    *,
+    page_size: int = PAGE_SIZE,
+    forgetme_window: timedelta = FORGETME_WINDOW,
+) -> ForgetMeConfirmations:
+    """Register the everyone-commands on ``router``; returns the /forgetme confirmations
+    (tests and tools may inspect them)."""
+    confirmations = ForgetMeConfirmations(forgetme_window)
+
+    @router.command(
+        "start", "Say hello and see what I can do", description_pt="Começar e ver o que eu faço"
+    )
+    async def start(ctx: TurnContext, args: str) -> CommandResult:
+        name = ctx.message.author.display_name
+        return tr(
+            "start",
+            ctx.language,
+            name=f", {name}" if name else "",
+            bot=ctx.services.persona.name,
+        )
+
+    @router.command("help", "List the commands", description_pt="Listar os comandos")
+    async def help_(ctx: TurnContext, args: str) -> CommandResult:
+        pt = ctx.language == "pt"
+
+        def line(spec: Any) -> str:
+            hint = f" {spec.args_hint}" if spec.args_hint else ""
+            text = (spec.description_pt if pt else "") or spec.description
+            return f"/{spec.name}{hint} — {text}"
+
+        specs = router.specs
+        lines = [tr("help_header", ctx.language)]
+        lines.extend(line(s) for s in specs if not s.admin_only)
+        if ctx.message.author.is_admin:
+            admin = [line(s) for s in specs if s.admin_only]
+            if admin:
+                lines.extend(["", tr("help_admin_header", ctx.language), *admin])
+        return "\n".join(lines)
+
+    @router.command(
+        "remember",
+        "Remember something about you",
+        description_pt="Guardar algo sobre você",
+        args_hint="<text | key: content>",
+    )
+    async def remember(ctx: TurnContext, args: str) -> CommandResult:
+        usage = tr("remember_usage", ctx.language, categories=_CATEGORIES)
+        if not args.strip():
+            raise UsageError(usage)
+        try:
+            request = parse_remember(args)
+            memory, outcome = await memories_service(ctx.services).store_memory(
+                ctx.owner,
+                request.category,
+                request.key,
+                request.content,
+                tags=request.tags,
+                source=Source.USER,
+                scope=ctx.message.chat.privacy_scope,
+                at=ctx.message.sent_at,
+            )
+        except UnknownCategory:
+            raise UsageError(
+                f"{tr('remember_bad_category', ctx.language, categories=_CATEGORIES)}\n{usage}"
+            ) from None
+        except MemoryValidationError:
+            limits = tr(
+                "remember_limits",
+                ctx.language,
+                key=MAX_KEY_CHARS,
+                content=MAX_CONTENT_CHARS,
+                tags=MAX_TAGS,
+                tag=MAX_TAG_CHARS,
+            )
+            raise UsageError(f"{limits}\n{usage}") from None
+        text_key = {
+            StoreOutcome.CREATED: "remember_created",
+            StoreOutcome.UPDATED: "remember_updated",
+        }.get(outcome, "remember_unchanged")
+        return tr(text_key, ctx.language, category=memory.category.value, key=memory.key)
+
+    @router.command(
+        "memories",
+        "What I know about you",
+        description_pt="O que eu sei sobre você",
+        args_hint="[page]",
+    )
+    async def memories(ctx: TurnContext, args: str) -> CommandResult:
+        raw = args.strip()
+        if raw and not (raw.isdigit() and len(raw) <= 6 and int(raw) >= 1):
+            raise UsageError(tr("memories_usage", ctx.language))
+        page = int(raw) if raw else 1
+        at = ctx.message.sent_at
+        everything = await memories_service(ctx.services).all(ctx.owner, limit=MAX_LISTED)
+        if not everything:
+            return _reply(tr("memories_empty", ctx.language), private=True)
+        # Active first (priority, then recency, as recall orders them), expired ones last.
+        ordered = [m for m in everything if not m.expired(at)] + [
+            m for m in everything if m.expired(at)
+        ]
+        pages = (len(ordered) + page_size - 1) // page_size
+        if page > pages:
+            return _reply(
+                tr("memories_no_page", ctx.language, page=page, pages=pages), private=True
+            )
+        verified = sum(1 for m in ordered if m.verified)
+        first = (page - 1) * page_size
+        lines = [
+            tr(
+                "memories_header",
+                ctx.language,
+                page=page,
+                pages=pages,
+                total=len(ordered),
+                verified=verified,
+                unverified=len(ordered) - verified,
+            )
+        ]
+        for i, memory in enumerate(ordered[first : first + page_size], first + 1):
+            lines.append("")
+            lines.append(_list_entry(i, memory, at, ctx.language))
+        lines.append("")
+        if page < pages:
+            lines.append(tr("memories_next", ctx.language, page=page + 1))
+        lines.append(tr("memories_footer", ctx.language))
+        return _reply("\n".join(lines), private=True)
+
+    @router.command(
+        "forget",
+        "Forget one memory",
+        description_pt="Esquecer uma memória",
+        args_hint="<key | id>",
+    )
+    async def forget(ctx: TurnContext, args: str) -> CommandResult:
+        ref = args.strip()
+        if not ref or len(ref) > 2 * MAX_KEY_CHARS + 1 or len(ref.split()) > MAX_KEY_WORDS:
+            raise UsageError(tr("forget_usage", ctx.language))
+        service = memories_service(ctx.services)
+        try:
+            found = await service.find(ctx.owner, ref)
+        except MemoryValidationError:
+            raise UsageError(tr("forget_usage", ctx.language)) from None
+        if not found:
+            return _reply(tr("forget_not_found", ctx.language), private=True)
+        if len(found) > 1:
+            choices = ", ".join(f"{m.category.value}/{m.key}" for m in found)
+            return _reply(tr("forget_ambiguous", ctx.language, choices=choices), private=True)
+        memory = found[0]
+        await service.delete(ctx.owner, memory.id)
+        return _reply(
+            tr("forget_done", ctx.language, category=memory.category.value, key=memory.key),
+            private=True,
+        )
+
+    @router.command(
+        "forgetme",
+        "Erase everything about you (asks to confirm)",
+        description_pt="Apagar tudo sobre você (pede confirmação)",
+        args_hint="[code]",
+    )
+    async def forgetme(ctx: TurnContext, args: str) -> CommandResult:
+        owner, at = ctx.owner, ctx.message.sent_at
+        given = args.strip().upper()
+        if not given:
+            new_code = confirmations.ask(owner, at)
+            minutes = int(confirmations.window.total_seconds() // 60)
+            return _reply(
+                tr("forgetme_ask", ctx.language, code=new_code, minutes=minutes), private=True
+            )
+        code = confirmations.pending(owner, at)
+        if code is None:
+            return _reply(tr("forgetme_no_request", ctx.language), private=True)
+        if not secrets.compare_digest(given.encode(), code.encode()):
+            return _reply(tr("forgetme_wrong_code", ctx.language, code=code), private=True)
+        confirmations.clear(owner)
+        language = ctx.language
+        # Hold the person's memory lock: an extraction still running for an earlier
+        # message must not write anything back after this.
+        async with memories_service(ctx.services).forgetting(owner):
+            removed = await ctx.services.storage.forget_owner(owner)
+        log.info("forgot %s on their request: %s", owner, removed)
+        return _reply(tr("forgetme_done", language, total=sum(removed.values())), private=True)
+
+    @router.command(
+        "export",
+        "All your data as a JSON file",
+        description_pt="Todos os seus dados em um arquivo JSON",
+    )
+    async def export(ctx: TurnContext, args: str) -> CommandResult:
+        data = await ctx.services.storage.export_owner(ctx.owner)
+        blob = json.dumps(data, ensure_ascii=False, indent=2, default=str).encode("utf-8")
+        text = tr(
+            "export_done",
+            ctx.language,
+            messages=len(data.get("messages") or []),
+            memories=len(data.get("memories") or []),
+        )
+        return _reply(text, private=True, attachment=Attachment(EXPORT_FILENAME, blob))
+
+    @router.command(
+        "mood",
+        "Your emotional state, as I read it",
+        description_pt="Seu estado emocional, como eu percebo",
+    )
+    async def mood(ctx: TurnContext, args: str) -> CommandResult:
+        user = await ctx.services.storage.users.get(ctx.owner)
+        raw = (user.profile.get("emotion") if user else None) or None
+        if not isinstance(raw, dict):
+            return _reply(tr("mood_unknown", ctx.language), private=True)
+        return _reply(
+            describe_mood(raw, ctx.message.sent_at, ctx.language, ctx.services), private=True
+        )
+
+    return confirmations
+
+
+def describe_mood(raw: dict[str, Any], at: datetime, language: str, services: Services) -> str:
+    """The person's emotional state from their profile, in words. Uses the emotion
+    feature's rules when they load; falls back to the stored state name otherwise."""
+    state = str(raw.get("emotional_state") or "neutro")
+    confidence = raw.get("emotion_confidence_score")
+    hostile = False
+    history: list[tuple[datetime, str, float]] = []
+    since: datetime | None = None
+    try:
+        from core.emotion.config import load_emotional_states
+        from core.emotion.state import EmotionalState, current_tone
+
+        parsed = EmotionalState.from_dict(raw)
+        tracker = services.extras.get("emotion_tracker")
+        # The emotion feature's states (an operator's edited file), else the shipped ones.
+        states = getattr(tracker, "states", None) or load_emotional_states()
+        tone = current_tone(parsed, at, states)
+        state, confidence, hostile = tone.state, tone.confidence, tone.hostile_history
+        since = parsed.last_emotion_change
+        history = [(e.timestamp, e.emotion, e.confidence) for e in parsed.emotion_history[-5:]]
+    except Exception:  # an older or partial profile: show what is stored
+        log.debug("emotion rules unavailable for /mood", exc_info=True)
+    shown_confidence = (
+        f" ({float(confidence):.0%})" if isinstance(confidence, int | float) and confidence else ""
+    )
+    lines = [
+        tr("mood_state", language, state=state_name(state, language), confidence=shown_confidence)
+    ]
+    if since is not None and state != "neutro":
+        lines.append(tr("mood_since", language, when=ago((at - since).total_seconds(), language)))
+    if hostile:
+        lines.append(tr("mood_hostile", language))
+    if history:
+        lines.append(tr("mood_recent", language))
+        for when, emotion, score in reversed(history):
+            lines.append(
+                f"• {ago(max(0.0, (at - when).total_seconds()), language)}: "
+                f"{state_name(emotion, language)} ({score:.0%})"
+            )
+    return "\n".join(lines)

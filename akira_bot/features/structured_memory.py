@@ -1,0 +1,47 @@
+"""Feature: structured memories (the Synapse model).
+
+Installs the service (``services.extras["structured_memories"]``), the
+``structured_recall`` stage after ``recall`` (the recall text joins the prompt each turn)
+and, unless switched off, background extraction of memories by the LLM after each reply.
+
+``settings.memory.extraction`` switches extraction; when it is not set explicitly it is on,
+except with the embedded ``local`` model (SmolLM2-135M), which cannot produce reliable
+JSON and would only spend CPU producing output we reject.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.memory.extraction import MemoryExtractor
+from core.memory.structured import EXTRAS_KEY, StructuredMemories, StructuredRecallStage
+
+if TYPE_CHECKING:
+    from akira_bot.settings import Settings
+    from core.commands import CommandRouter
+    from core.pipeline import Pipeline
+    from core.services import Services
+
+
+def extraction_enabled(settings: Settings) -> bool:
+    if "extraction" in settings.memory.model_fields_set:
+        return settings.memory.extraction
+    return settings.memory.extraction and settings.llm.provider != "local"
+
+
+def install(
+    settings: Settings, services: Services, pipeline: Pipeline, router: CommandRouter
+) -> None:
+    memories = StructuredMemories(services.storage.memories)
+    services.extras[EXTRAS_KEY] = memories
+    stage = StructuredRecallStage(memories)
+    if "recall" in pipeline.names:
+        pipeline.add(stage, after="recall")
+    else:  # a custom pipeline without the default recall stage
+        pipeline.add(stage, before="prompt")
+    if extraction_enabled(settings):
+        extractor = MemoryExtractor(
+            memories, services.llm, concurrency=settings.memory.extraction_concurrency
+        )
+        services.extras["memory_extractor"] = extractor
+        services.after_reply.append(extractor)

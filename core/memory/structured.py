@@ -1,0 +1,345 @@
+"""Structured memories (the Synapse model): named facts about a person, their recall text
+and the pipeline stage that puts it in the prompt.
+
+The records and their SQLite store live in :mod:`core.storage.sqlite_memories`; this module
+is what the rest of the engine uses: :class:`StructuredMemories` (store, get, update,
+delete, verify, search, by tag, expiring, recall) and :class:`StructuredRecallStage`.
+
+Time is always the message's time (the ``at`` argument), never the wall clock, so expiry
+can be replayed and tested. Expired memories are left out of recall but stay in the
+database (and in the person's export) until they are deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+
+from core.pipeline import CallNext, PromptSection, TurnContext
+from core.storage.sqlite_memories import (
+    MAX_CONTENT_CHARS,
+    MAX_KEY_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    Category,
+    MemoryCounts,
+    MemoryValidationError,
+    MemoryVersion,
+    Priority,
+    Source,
+    SQLiteMemoryStore,
+    StoreOutcome,
+    StructuredMemory,
+    normalise_key,
+    normalise_tags,
+)
+from core.types import ChatKind
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "MAX_KEY_CHARS",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
+    "RECALL_HEADER",
+    "STRUCTURED_TITLE",
+    "Category",
+    "MemoryCounts",
+    "MemoryValidationError",
+    "MemoryVersion",
+    "Priority",
+    "Source",
+    "StoreOutcome",
+    "StructuredMemories",
+    "StructuredMemory",
+    "StructuredRecallStage",
+    "format_memory",
+    "normalise_key",
+    "normalise_tags",
+    "render_recall",
+]
+
+RECALL_HEADER = "=== STRUCTURED MEMORIES ==="
+STRUCTURED_TITLE = "Structured memories"
+EXTRAS_KEY = "structured_memories"  # where the feature puts the service in Services.extras
+
+
+def format_memory(index: int, memory: StructuredMemory) -> str:
+    """One entry of the recall text::
+
+    [001] project (HIGH) [verified] project_synapse_status
+        v1.5.0 deployed
+        Tags: project, synapse
+    """
+    mark = "verified" if memory.verified else "unverified"
+    lines = [
+        f"[{index:03d}] {memory.category.value} ({memory.priority.value.upper()}) [{mark}] {memory.key}"
+    ]
+    lines.extend(f"    {line}" for line in memory.content.splitlines() or [""])
+    if memory.tags:
+        lines.append(f"    Tags: {', '.join(memory.tags)}")
+    return "\n".join(lines)
+
+
+def render_recall(memories: Sequence[StructuredMemory], *, shown: int | None = None) -> str:
+    """The seed's recall text: a header, the counts, then each memory in the given order
+    (callers pass them by priority, then recency). ``shown`` cuts the list (the counts
+    still cover everything) and says how many were left out."""
+    verified = sum(1 for m in memories if m.verified)
+    lines = [
+        RECALL_HEADER,
+        f"{len(memories)} total ({verified} verified, {len(memories) - verified} unverified)",
+    ]
+    listed = memories if shown is None else memories[: max(0, shown)]
+    for i, memory in enumerate(listed, 1):
+        lines.append("")
+        lines.append(format_memory(i, memory))
+    if len(listed) < len(memories):
+        lines.append("")
+        lines.append(f"... and {len(memories) - len(listed)} more")
+    return "\n".join(lines)
+
+
+class StructuredMemories:
+    """The service over :class:`SQLiteMemoryStore`.
+
+    Only people verify: :meth:`verify` requires ``verified_by`` (the ``platform:id`` of the
+    user themself or an admin) and is called from the commands layer, never with anything
+    a model produced. Agent proposals go through :meth:`propose`, which can only create
+    unverified memories (source agent, confidence 0.7).
+    """
+
+    def __init__(self, store: SQLiteMemoryStore) -> None:
+        self.store = store
+        # Forget-me protection for background work: a write that began before the person
+        # asked to be forgotten must not bring their data back (see ``writing``).
+        self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._epochs: dict[str, int] = defaultdict(int)
+
+    # --- writes ------------------------------------------------------------------------------
+
+    async def store_memory(
+        self,
+        owner: str,
+        category: Category | str,
+        key: str,
+        content: str,
+        *,
+        tags: Iterable[str] = (),
+        priority: Priority | str = Priority.NORMAL,
+        source: Source | str = Source.USER,
+        confidence: float | None = None,
+        expires_at: datetime | None = None,
+        scope: str = "dm",
+        at: datetime | None = None,
+    ) -> tuple[StructuredMemory, StoreOutcome]:
+        """Upsert by key (see :meth:`SQLiteMemoryStore.upsert`); raises
+        :class:`MemoryValidationError` on a bad key, tag, category or content."""
+        return await self.store.upsert(
+            owner,
+            category,
+            key,
+            content,
+            tags=tags,
+            priority=priority,
+            source=source,
+            confidence=confidence,
+            expires_at=expires_at,
+            scope=scope,
+            at=at,
+        )
+
+    async def propose(
+        self,
+        owner: str,
+        category: Category | str,
+        key: str,
+        content: str,
+        *,
+        tags: Iterable[str] = (),
+        priority: Priority | str = Priority.NORMAL,
+        expires_at: datetime | None = None,
+        scope: str = "dm",
+        at: datetime | None = None,
+        epoch: int | None = None,
+    ) -> tuple[StructuredMemory, StoreOutcome] | None:
+        """Store what the agent inferred: always source agent, unverified, confidence
+        0.7. With ``epoch`` (from :meth:`epoch` when the work began) nothing is written if
+        the person was forgotten since; returns None then."""
+        async with self._locks[owner]:
+            if epoch is not None and epoch != self._epochs[owner]:
+                log.info("dropping a memory proposal for a forgotten person")
+                return None
+            return await self.store.upsert(
+                owner,
+                category,
+                key,
+                content,
+                tags=tags,
+                priority=priority,
+                source=Source.AGENT,
+                expires_at=expires_at,
+                scope=scope,
+                at=at,
+            )
+
+    async def update(
+        self,
+        owner: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        tags: Iterable[str] | None = None,
+        priority: Priority | str | None = None,
+        expires_at: datetime | None = None,
+        at: datetime | None = None,
+    ) -> StructuredMemory | None:
+        """A person's edit of one memory (verified by them); the earlier version is kept."""
+        return await self.store.update(
+            owner,
+            memory_id,
+            content=content,
+            tags=tags,
+            priority=priority,
+            expires_at=expires_at,
+            source=Source.USER,
+            at=at,
+        )
+
+    async def verify(
+        self, owner: str, memory_id: str, *, verified_by: str, at: datetime | None = None
+    ) -> StructuredMemory | None:
+        return await self.store.verify(owner, memory_id, verified_by=verified_by, at=at)
+
+    async def delete(self, owner: str, memory_id: str) -> bool:
+        return await self.store.delete(owner, memory_id)
+
+    def epoch(self, owner: str) -> int:
+        """A token for background work: pass it to :meth:`propose`."""
+        return self._epochs[owner]
+
+    @asynccontextmanager
+    async def forgetting(self, owner: str) -> AsyncIterator[None]:
+        """Hold while erasing a person: proposals that started earlier are dropped."""
+        async with self._locks[owner]:
+            self._epochs[owner] += 1
+            yield
+
+    # --- reads -------------------------------------------------------------------------------
+
+    async def get(self, owner: str, memory_id: str) -> StructuredMemory | None:
+        return await self.store.get(owner, memory_id)
+
+    async def find(self, owner: str, ref: str) -> list[StructuredMemory]:
+        """By id (``mem_...``), ``category/key`` or key; raises MemoryValidationError on a
+        reference that cannot be a key."""
+        ref = ref.strip()
+        if ref.startswith("mem_"):
+            found = await self.store.get(owner, ref)
+            return [found] if found else []
+        category, sep, key = ref.partition("/")
+        if sep:
+            return await self.store.by_key(owner, key, category)
+        return await self.store.by_key(owner, ref)
+
+    async def history(self, owner: str, memory_id: str) -> list[MemoryVersion]:
+        return await self.store.history(owner, memory_id)
+
+    async def active(
+        self, owner: str, *, at: datetime, scopes: Sequence[str] | None = None
+    ) -> list[StructuredMemory]:
+        """Unexpired memories at ``at``, by priority then recency."""
+        return await self.store.entries(owner, at=at, scopes=scopes)
+
+    async def all(
+        self, owner: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[StructuredMemory]:
+        """Every memory, expired ones included (the person's own view)."""
+        return await self.store.entries(owner, limit=limit, offset=offset)
+
+    async def search(
+        self,
+        owner: str,
+        query: str,
+        *,
+        tags: Sequence[str] = (),
+        at: datetime | None = None,
+        scopes: Sequence[str] | None = None,
+        limit: int = 20,
+    ) -> list[StructuredMemory]:
+        return await self.store.search(owner, query, tags=tags, at=at, scopes=scopes, limit=limit)
+
+    async def by_tag(
+        self, owner: str, tag: str, *, at: datetime | None = None
+    ) -> list[StructuredMemory]:
+        return await self.store.by_tag(owner, tag, at=at)
+
+    async def expiring(
+        self, owner: str, *, within_days: float, at: datetime
+    ) -> list[StructuredMemory]:
+        return await self.store.expiring(owner, within_days=within_days, at=at)
+
+    async def counts(self, owner: str | None = None, *, at: datetime | None = None) -> MemoryCounts:
+        return await self.store.counts(owner, at=at)
+
+    async def recall(
+        self,
+        owner: str,
+        *,
+        at: datetime,
+        scopes: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> str:
+        """The recall text of ``owner``'s unexpired memories at ``at`` (``scopes`` = the
+        privacy scopes allowed, None = all)."""
+        memories = await self.active(owner, at=at, scopes=scopes)
+        return render_recall(memories, shown=limit)
+
+
+def recall_scopes(ctx: TurnContext) -> list[str] | None:
+    """Which memories may inform this reply: in a DM all of the person's; in a group only
+    those learned (or /remember-ed) in that group's scope, unless the operator shares
+    private memory in groups."""
+    chat = ctx.message.chat
+    if chat.kind is ChatKind.DM or ctx.services.config.share_private_memory_in_groups:
+        return None
+    return [chat.privacy_scope]
+
+
+class StructuredRecallStage:
+    """Adds the person's structured memories to the prompt (after "recall")."""
+
+    name = "structured_recall"
+
+    def __init__(self, memories: StructuredMemories, *, limit: int = 30, order: int = 35) -> None:
+        self.memories = memories
+        self.limit = limit
+        self.order = order
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        # Memory text came from people and from the model: neutralise it like user text
+        # so a stored "<!TAG>" or "## System" line cannot steer the prompt.
+        from core.cleaner import neutralise_user_text
+
+        try:
+            memories = await self.memories.active(
+                ctx.owner, at=ctx.message.sent_at, scopes=recall_scopes(ctx)
+            )
+        except Exception:
+            # A broken memory table must not cost the person their reply.
+            log.exception("structured recall failed for a message of %s", ctx.owner)
+            memories = []
+        ctx.extras["structured_memories"] = memories
+        if memories:
+            body = neutralise_user_text(render_recall(memories, shown=self.limit))
+            note = (
+                "Entries marked [unverified] were inferred, not confirmed by the person: "
+                "do not state them as certain."
+            )
+            ctx.sections.append(PromptSection(STRUCTURED_TITLE, f"{body}\n\n{note}", self.order))
+        await call_next()
