@@ -11,19 +11,12 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from akira_bot.errors import CLIError
 from akira_bot.settings import CONFIG_ENV, Settings, SettingsError, load_settings
 
 log = logging.getLogger("akira_bot")
 
 EXIT_USAGE = 2
-
-
-class CLIError(Exception):
-    """A failure explained in one line for the person at the terminal."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class RedactSecrets(logging.Filter):

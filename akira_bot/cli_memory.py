@@ -90,7 +90,7 @@ async def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_import(settings: Settings, args: argparse.Namespace) -> int:
     import sys
 
-    from akira_bot.cli import CLIError
+    from akira_bot.errors import CLIError
     from akira_bot.history_import import ImportFormatError, import_history
 
     path = Path(args.file)
