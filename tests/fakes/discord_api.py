@@ -37,7 +37,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -305,8 +305,18 @@ class FakeDiscord:
         self.users[user.id] = user
         return user
 
-    def add_guild(self, name: str, *, channels: tuple[str, ...] = ("general",)) -> FakeGuild:
+    def add_guild(
+        self, name: str, *, channels: tuple[str, ...] = ("general",), shard: int | None = None
+    ) -> FakeGuild:
+        """A server owned by ``self.owner``; ``shard`` picks an id on that shard
+        (Discord routes a guild to shard ``(id >> 22) % shard_count``)."""
         gid = snowflake()
+        if shard is not None:
+            now = datetime.now(UTC)
+            for back_ms in range(self.shard_count):
+                gid = snowflake(now - timedelta(milliseconds=back_ms))
+                if (gid >> 22) % self.shard_count == shard:
+                    break
         guild = FakeGuild(id=gid, name=name, owner_id=self.owner.id)
         guild.roles[gid] = ("@everyone", EVERYONE_PERMISSIONS)
         guild.roles[snowflake()] = ("Moderators", MANAGE_GUILD)
@@ -340,6 +350,12 @@ class FakeDiscord:
                 session.request.transport.abort()
             session.ws = None
             session.request = None
+
+    def forget_sessions(self) -> None:
+        """Make every session unresumable (its RESUME gets INVALID_SESSION)."""
+        for session in self._sessions.values():
+            session.id = "expired-" + session.id
+        self._sessions = {s.id: s for s in self._sessions.values()}
 
     def gateway_connected(self) -> bool:
         return any(s.ws is not None and not s.ws.closed for s in self._sessions.values())

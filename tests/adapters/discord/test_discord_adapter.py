@@ -379,6 +379,20 @@ async def test_dropped_socket_is_resumed_without_losing_messages(fake: FakeDisco
     ]
 
 
+async def test_unresumable_session_identifies_again(fake: FakeDiscord) -> None:
+    alice = fake.add_user("alice")
+    channel = fake.dm_channel_id(alice)
+    async with running(fake) as (_, handler):
+        fake.forget_sessions()
+        await fake.drop_gateway()
+        await fake.wait_for(lambda: len(fake.identifies) == 2, within=10)
+        await fake.wait_for(fake.gateway_connected)
+        await fake.user_message(alice, "new session")
+        await fake.wait_for(lambda: fake.bot_messages_in(channel))
+    assert len(fake.resumes) == 1  # tried to resume, was refused, identified anew
+    assert [m.text for m in handler.messages] == ["new session"]
+
+
 async def test_private_reply_to_a_server_message_goes_by_dm(fake: FakeDiscord) -> None:
     bob = fake.add_user("bob")
     guild = fake.add_guild("Club")
@@ -435,11 +449,19 @@ def test_reply_mode_channel_override_wins_over_guild() -> None:
 async def test_sharded_mode_connects_every_shard(fake: FakeDiscord) -> None:
     fake.shard_count = 2
     alice = fake.add_user("alice")
-    async with running(fake, sharded=True) as (adapter, _):
+    guilds = [fake.add_guild(f"G{i}", shard=i % 2) for i in range(6)]
+    on_shard_1 = guilds[1]
+    on_shard_1.add_member(alice)
+    async with running(fake, sharded=True) as (adapter, handler):
         assert isinstance(adapter.client, discord.AutoShardedClient)
         assert sorted(i["shard"][0] for i in fake.identifies) == [0, 1]
-        await fake.user_message(alice, "hello shards")
+        assert {(g.id >> 22) % 2 for g in guilds} == {0, 1}
+        assert len(adapter.client.guilds) == 6  # every shard's GUILD_CREATEs arrived
+        await fake.user_message(alice, "hello shards")  # DMs: shard 0
         await fake.wait_for(lambda: fake.bot_messages_in(fake.dm_channel_id(alice)))
+        await fake.user_message(alice, "and you?", guild=on_shard_1, mention_bot=True)
+        await fake.wait_for(lambda: fake.bot_messages_in(on_shard_1.first_channel_id))
+    assert [m.chat.scope for m in handler.messages] == [None, str(on_shard_1.id)]
 
 
 async def test_bad_token_fails_start_with_a_clear_error(fake: FakeDiscord) -> None:
