@@ -306,7 +306,10 @@ def read_history(
     messages: list[HistoryMessage] = []
     invalid: list[InvalidMessage] = []
     for item in PARSERS[chosen](path, default_user):
-        (messages if isinstance(item, HistoryMessage) else invalid).append(item)
+        if isinstance(item, HistoryMessage):
+            messages.append(item)
+        else:
+            invalid.append(item)
     messages.sort(key=lambda m: (m.sent_at, m.number))  # time order, stable
     return messages, invalid
 
