@@ -297,6 +297,8 @@ async def test_admin_slash_command_refused_to_member_without_permission(fake: Fa
 
 async def test_slow_slash_command_is_deferred_then_followed_up(fake: FakeDiscord) -> None:
     alice = fake.add_user("alice")
+    # The follow-up's first attempt is rate limited (webhook route): retried, not lost.
+    fake.rate_limit_next("POST", r"/webhooks/\d+/itok-", retry_after=0.1)
     async with running(fake, defer_after_s=0.1) as (_, handler):
         handler.slow_s = 0.6
         started = time.monotonic()
@@ -311,6 +313,7 @@ async def test_slow_slash_command_is_deferred_then_followed_up(fake: FakeDiscord
     kinds = [e.kind for e in events]
     assert kinds == ["callback", "edit_original", "delete_original", "followup"]
     assert events[-1].content == "done slowly" and events[-1].ephemeral is False
+    assert [s for (m, p, s) in fake.requests if m == "POST" and "/webhooks/" in p] == [429, 200]
     assert events[-1].at - started >= 0.5
 
 
