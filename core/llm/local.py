@@ -128,6 +128,9 @@ class LocalProvider(LLMProvider):
         self.threads = threads or max(1, (os.cpu_count() or 1) // 2)
         # Figures for benchmarks and the startup log.
         self.load_seconds: float | None = None
+        # CPU time of the load (whole process): the work done, unlike wall time, does not
+        # grow when other processes compete for the cores.
+        self.load_cpu_seconds: float | None = None
         self.loaded_from: str | None = None
         self.load_count = 0
         self._model: Any = None
@@ -174,6 +177,7 @@ class LocalProvider(LLMProvider):
         if self._model is not None:
             return
         started = time.perf_counter()
+        started_cpu = time.process_time()
         torch, transformers = _import_ml()
         # Set in the worker thread: OpenMP thread counts are per calling thread, so other
         # torch users in the process keep their own setting.
@@ -198,6 +202,7 @@ class LocalProvider(LLMProvider):
         self.loaded_from = loaded_from
         self.load_count += 1
         self.load_seconds = time.perf_counter() - started
+        self.load_cpu_seconds = time.process_time() - started_cpu
         log.info(
             "local LLM %s loaded from %s in %.1f s", self.model, loaded_from, self.load_seconds
         )

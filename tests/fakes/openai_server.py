@@ -16,8 +16,8 @@ which serves from its own loop in a background thread::
     with FakeOpenAI.in_thread() as fake:
         subprocess.run([... "akira-bot", "chat"], env={..., "AKIRA_LLM__BASE_URL": fake.url})
 
-A pytest fixture ``fake_openai`` is provided; import it into a test module or conftest:
-``from tests.fakes.openai_server import fake_openai  # noqa: F401``.
+A pytest fixture named ``fake_openai`` is provided; import it into a test module or
+conftest: ``from tests.fakes.openai_server import fake_openai_fixture  # noqa: F401``.
 """
 
 from __future__ import annotations
@@ -354,8 +354,8 @@ def _error(
     return web.json_response(body, status=status, headers=headers or {})
 
 
-@pytest_asyncio.fixture
-async def fake_openai() -> AsyncIterator[FakeOpenAI]:
+@pytest_asyncio.fixture(name="fake_openai")
+async def fake_openai_fixture() -> AsyncIterator[FakeOpenAI]:
     """A started :class:`FakeOpenAI` on the test's event loop."""
     async with FakeOpenAI() as fake:
         yield fake
