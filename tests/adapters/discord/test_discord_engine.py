@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ from akira_bot.app import build_adapters, build_engine
 from akira_bot.settings import Settings
 from core.engine import Engine
 from core.llm import ChatMessage, ScriptedProvider
-from tests.fakes.discord_api import FakeDiscord
+from tests.fakes.discord_api import FakeDiscord, FakeUser, InteractionEvent
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -170,3 +171,45 @@ async def test_engine_commands_are_the_synced_slash_commands(
         expected = "32" if spec.admin_only else None  # Manage Server
         assert synced[name]["default_member_permissions"] == expected
         assert bool(synced[name]["options"]) == bool(spec.args_hint)
+
+
+async def test_slash_commands_through_the_engine(tmp_path: Path, fake: FakeDiscord) -> None:
+    alice = fake.add_user("alice")
+    bob = fake.add_user("bob")
+    mod = fake.add_user("mod")
+    guild = fake.add_guild("Club")
+    guild.add_member(alice)
+    guild.add_member(bob)
+    guild.add_member(mod, manage_guild=True)
+
+    async def run(
+        user: FakeUser, name: str, value: str | None = None, locale: str = "en-US"
+    ) -> list[InteractionEvent]:
+        iid = await fake.slash(user, name, value, guild=guild, locale=locale)
+        await fake.wait_for(lambda: fake.events_for(iid))
+        await asyncio.sleep(0.05)
+        return fake.events_for(iid)
+
+    async with running_engine(settings_for(tmp_path, fake), ScriptedProvider()):
+        (remembered,) = await run(alice, "remember", "pet: a cat named Miso")
+        (memories,) = await run(alice, "memories")
+        (exported,) = await run(alice, "export", locale="pt-BR")
+        (mood,) = await run(alice, "mood")
+        (refused,) = await run(bob, "stats")
+        (stats,) = await run(mod, "stats")
+
+    assert remembered.kind == "callback" and remembered.ephemeral is False
+    # Private answers are ephemeral.
+    assert memories.ephemeral is True and "Miso" in (memories.content or "")
+    assert mood.ephemeral is True
+    assert exported.ephemeral is True
+    assert (exported.content or "").startswith("Aqui está")  # the caller's pt-BR locale
+    ((filename, data),) = exported.files
+    assert filename.endswith(".json")
+    assert "Miso" in json.dumps(json.loads(data), ensure_ascii=False)
+    # Admin command: refused to a member without Manage Server, answered to a moderator.
+    assert refused.ephemeral is True
+    assert refused.content == "This command is for admins only."
+    assert stats.ephemeral is True and stats.content != refused.content
+    # Nothing private was posted in the channel.
+    assert all(m.get("_interaction_id") for m in fake.bot_messages)
