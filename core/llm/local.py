@@ -154,7 +154,11 @@ class LocalProvider(LLMProvider):
 
     async def _run(self, fn: Any) -> Any:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn)
+        try:
+            future = loop.run_in_executor(self._executor, fn)
+        except RuntimeError as exc:  # the executor was shut down by close()
+            raise LLMError("the local LLM provider is closed") from exc
+        return await future
 
     async def generate(
         self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None

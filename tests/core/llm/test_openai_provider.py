@@ -278,3 +278,38 @@ def test_threaded_fake_serves_blocking_clients() -> None:
     assert response.json()["choices"][0]["message"]["content"] == "da thread"
     assert models.json()["data"][0]["id"] == "fake-model"
     assert fake.completion_requests[0].messages == [{"role": "user", "content": "oi"}]
+
+
+async def test_adapts_to_models_that_refuse_max_tokens_and_temperature(
+    fake_openai: FakeOpenAI,
+) -> None:
+    fake_openai.queue(
+        Status(400, "Unsupported parameter: 'max_tokens'. Use 'max_completion_tokens' instead."),
+        Status(400, "Unsupported value: 'temperature' does not support 0.7 with this model."),
+        Reply("ok"),
+        Reply("de novo"),
+    )
+    sleeps = Sleeps()
+    llm = provider(fake_openai, sleep=sleeps, max_retries=0)
+    try:
+        first = await llm.generate(PROMPT, GenerationOptions(max_tokens=30))
+        second = await llm.generate(PROMPT, GenerationOptions(max_tokens=30))
+    finally:
+        await llm.close()
+    assert (first.text, second.text) == ("ok", "de novo")
+    assert sleeps.calls == []
+    final = fake_openai.requests[2].json
+    assert final["max_completion_tokens"] == 30
+    assert "max_tokens" not in final and "temperature" not in final
+    # Remembered: the next request is sent in the right dialect at once.
+    assert len(fake_openai.requests) == 4
+    assert "max_tokens" not in fake_openai.requests[3].json
+
+
+async def test_unrelated_400_is_not_adapted(fake_openai: FakeOpenAI) -> None:
+    fake_openai.queue(Status(400, "Invalid 'messages[1].role'"), Reply("never"))
+    llm = provider(fake_openai, sleep=Sleeps())
+    with pytest.raises(LLMError, match="HTTP 400"):
+        await llm.generate(PROMPT)
+    await llm.close()
+    assert len(fake_openai.requests) == 1
