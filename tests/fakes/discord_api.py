@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
 
 DISCORD_EPOCH_MS = 1420070400000
 API_PREFIX = "/api/v10"
@@ -685,10 +685,12 @@ class FakeDiscord:
             files: list[tuple[str, bytes]] = []
             reader = await request.multipart()
             async for part in reader:
+                if not isinstance(part, BodyPartReader):
+                    continue  # discord.py sends a flat form, no nested multiparts
                 if part.name == "payload_json":
-                    payload = json.loads(await part.text())  # type: ignore[union-attr]
+                    payload = json.loads(await part.text())
                 else:
-                    files.append((part.filename or "", bytes(await part.read())))  # type: ignore[union-attr]
+                    files.append((part.filename or "", bytes(await part.read())))
             return payload, files
         body = await request.read()
         return (json.loads(body) if body else {}), []

@@ -48,12 +48,14 @@ def discord_config(fake: FakeDiscord, **overrides: object) -> DiscordConfig:
 
 
 def settings_for(tmp_path: Path, fake: FakeDiscord, **discord: object) -> Settings:
-    return Settings(
-        data_dir=tmp_path,
-        llm={"provider": "scripted"},
-        embedding={"backend": "hashing"},
-        memory={"extraction": False},
-        discord=discord_config(fake, **discord),
+    return Settings.model_validate(
+        {
+            "data_dir": tmp_path,
+            "llm": {"provider": "scripted"},
+            "embedding": {"backend": "hashing"},
+            "memory": {"extraction": False},
+            "discord": discord_config(fake, **discord),
+        }
     )
 
 
