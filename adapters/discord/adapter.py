@@ -28,7 +28,12 @@ from adapters.base import Adapter
 from adapters.discord.commands import PortugueseTranslator, build_app_commands
 from adapters.discord.config import DiscordConfig
 from adapters.discord.convert import interaction_to_incoming, message_to_incoming
-from adapters.discord.responder import InteractionResponder, MessageResponder, lang_of
+from adapters.discord.responder import (
+    SAFE_MENTIONS,
+    InteractionResponder,
+    MessageResponder,
+    lang_of,
+)
 from core.i18n import t
 from core.types import CommandSpec, IncomingMessage, MessageHandler
 
@@ -79,9 +84,7 @@ class DiscordAdapter(Adapter):
         intents.message_content = True  # privileged: enable it in the developer portal
         options: dict[str, Any] = {
             "intents": intents,
-            "allowed_mentions": discord.AllowedMentions(
-                everyone=False, users=False, roles=False, replied_user=True
-            ),
+            "allowed_mentions": SAFE_MENTIONS,
             "guild_ready_timeout": self.config.guild_ready_timeout_s,
         }
         client: discord.Client = (
@@ -111,6 +114,7 @@ class DiscordAdapter(Adapter):
             await client.close()
             raise DiscordStartError(f"Discord login failed: {type(exc).__name__}: {exc}") from exc
         self._connect_task = asyncio.create_task(client.connect(reconnect=True))
+        self._connect_task.add_done_callback(self._connection_ended)
         ready = asyncio.create_task(client.wait_until_ready())
         done, _ = await asyncio.wait(
             {ready, self._connect_task},
@@ -132,6 +136,13 @@ class DiscordAdapter(Adapter):
         raise DiscordStartError(
             f"Discord gateway sent no READY within {self.config.ready_timeout_s:.0f} s"
         )
+
+    def _connection_ended(self, task: asyncio.Task[None]) -> None:
+        # discord.py reconnects and resumes by itself; it gives up only on fatal errors
+        # (bad token, disallowed intents), which must not pass silently.
+        if not task.cancelled() and task.exception() is not None and not self._stopping:
+            exc = task.exception()
+            log.error("discord: gateway connection ended: %s: %s", type(exc).__name__, exc)
 
     async def stop(self) -> None:
         self._stopping = True
