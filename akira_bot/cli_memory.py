@@ -71,6 +71,36 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
+    """USER's structured memories as the recall text the prompt gets (expired ones left
+    out as of ``--at``, default now)."""
+    from datetime import UTC, datetime
+
+    from core.memory.structured import StructuredMemories, render_recall
+
+    at = datetime.now(UTC) if args.at is None else args.at
+    async with open_engine(settings) as engine:
+        memories = StructuredMemories(engine.storage.memories)
+        active = await memories.active(args.user, at=at)
+    if args.json:
+        _print_json(
+            {"user": args.user, "at": at.isoformat(), "memories": [m.to_dict() for m in active]}
+        )
+    else:
+        print(render_recall(active))
+    return 0
+
+
+def _when(value: str) -> Any:
+    from datetime import UTC, datetime
+
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO date/time, got {value!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 async def cmd_export(settings: Settings, args: argparse.Namespace) -> int:
     async with open_engine(settings) as engine:
         data = await engine.storage.export_owner(args.user)
@@ -158,6 +188,17 @@ def add_parser(sub: Any) -> None:
     search.add_argument("--limit", type=int, default=10, help="how many results (default 10)")
     search.add_argument("--json", action="store_true", help="print JSON")
     search.set_defaults(handler=cmd_search)
+
+    recall = msub.add_parser(
+        "recall",
+        help="print a person's structured memories as the prompt sees them",
+        description="Print USER's structured memories (recall text: critical first, then "
+        "recent; expired ones left out but kept).",
+    )
+    recall.add_argument("user", type=USER, metavar="USER", help="platform:id")
+    recall.add_argument("--at", type=_when, default=None, help="as of this ISO time (default now)")
+    recall.add_argument("--json", action="store_true", help="print JSON")
+    recall.set_defaults(handler=cmd_recall)
 
     export = msub.add_parser(
         "export",

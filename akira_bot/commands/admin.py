@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from akira_bot.commands.texts import state_name, tr
-from akira_bot.commands.user import memories_service
+from akira_bot.commands.texts import tr
+from akira_bot.commands.user import memories_service, read_mood
 from core.commands import CommandResult, CommandRouter, UsageError
 from core.i18n import ago
 from core.pipeline import TurnContext
@@ -124,11 +124,12 @@ def register_admin_commands(router: CommandRouter) -> None:
         at = ctx.message.sent_at
         counts = await memories_service(services).counts(key, at=at)
         emotion = record.profile.get("emotion")
-        mood = "-"
-        if isinstance(emotion, dict):
-            from akira_bot.commands.user import describe_mood
-
-            mood = describe_mood(emotion, at, ctx.language, services).replace("\n", "\n  ")
+        mood = read_mood(emotion if isinstance(emotion, dict) else {}, at, services)
+        if mood.hostile:
+            hostile = "hostile history" if ctx.language == "en" else "histórico hostil"
+            mood_text = f"{mood.summary(ctx.language)}, {hostile}"
+        else:
+            mood_text = mood.summary(ctx.language)
         text = tr(
             "user_info",
             ctx.language,
@@ -142,7 +143,7 @@ def register_admin_commands(router: CommandRouter) -> None:
             verified=counts.verified,
             unverified=counts.unverified,
             expired=counts.expired,
-            emotion=mood if mood != "-" else state_name("neutro", ctx.language),
+            emotion=mood_text,
         )
         return Reply(text, ReplyKind.COMMAND, private=True)
 

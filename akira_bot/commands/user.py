@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -393,14 +393,29 @@ def register_user_commands(
     return confirmations
 
 
-def describe_mood(raw: dict[str, Any], at: datetime, language: str, services: Services) -> str:
-    """The person's emotional state from their profile, in words. Uses the emotion
-    feature's rules when they load; falls back to the stored state name otherwise."""
-    state = str(raw.get("emotional_state") or "neutro")
-    confidence = raw.get("emotion_confidence_score")
-    hostile = False
-    history: list[tuple[datetime, str, float]] = []
+@dataclass(slots=True)
+class MoodReading:
+    state: str = "neutro"
+    confidence: float | None = None
+    hostile: bool = False
     since: datetime | None = None
+    history: list[tuple[datetime, str, float]] = field(default_factory=list)
+
+    def summary(self, language: str) -> str:
+        """``triste (82%)``: the state and how sure the reading was."""
+        shown = f" ({self.confidence:.0%})" if self.confidence else ""
+        return f"{state_name(self.state, language)}{shown}"
+
+
+def read_mood(raw: dict[str, Any], at: datetime, services: Services) -> MoodReading:
+    """The emotional state stored on a profile (key ``emotion``) as of message time
+    ``at``, following the emotion feature's rules (an expired state reads as neutral).
+    A profile the rules cannot read still shows its stored state name."""
+    stored = raw.get("emotion_confidence_score")
+    mood = MoodReading(
+        state=str(raw.get("emotional_state") or "neutro"),
+        confidence=float(stored) if isinstance(stored, int | float) else None,
+    )
     try:
         from core.emotion.config import load_emotional_states
         from core.emotion.state import EmotionalState, current_tone
@@ -410,26 +425,33 @@ def describe_mood(raw: dict[str, Any], at: datetime, language: str, services: Se
         # The emotion feature's states (an operator's edited file), else the shipped ones.
         states = getattr(tracker, "states", None) or load_emotional_states()
         tone = current_tone(parsed, at, states)
-        state, confidence, hostile = tone.state, tone.confidence, tone.hostile_history
-        since = parsed.last_emotion_change
-        history = [(e.timestamp, e.emotion, e.confidence) for e in parsed.emotion_history[-5:]]
+        mood.state, mood.confidence, mood.hostile = (
+            tone.state,
+            tone.confidence,
+            tone.hostile_history,
+        )
+        mood.since = parsed.last_emotion_change
+        mood.history = [(e.timestamp, e.emotion, e.confidence) for e in parsed.emotion_history[-5:]]
     except Exception:  # an older or partial profile: show what is stored
         log.debug("emotion rules unavailable for /mood", exc_info=True)
-    shown_confidence = (
-        f" ({float(confidence):.0%})" if isinstance(confidence, int | float) and confidence else ""
-    )
-    lines = [
-        tr("mood_state", language, state=state_name(state, language), confidence=shown_confidence)
-    ]
-    if since is not None and state != "neutro":
-        lines.append(tr("mood_since", language, when=ago((at - since).total_seconds(), language)))
-    if hostile:
+    return mood
+
+
+def describe_mood(raw: dict[str, Any], at: datetime, language: str, services: Services) -> str:
+    """The person's emotional state and recent readings, in words (``/mood``)."""
+    mood = read_mood(raw, at, services)
+    shown = f" ({mood.confidence:.0%})" if mood.confidence else ""
+    lines = [tr("mood_state", language, state=state_name(mood.state, language), confidence=shown)]
+    if mood.since is not None and mood.state != "neutro":
+        when = ago(max(0.0, (at - mood.since).total_seconds()), language)
+        lines.append(tr("mood_since", language, when=when))
+    if mood.hostile:
         lines.append(tr("mood_hostile", language))
-    if history:
+    if mood.history:
         lines.append(tr("mood_recent", language))
-        for when, emotion, score in reversed(history):
+        for when_at, emotion, score in reversed(mood.history):
             lines.append(
-                f"• {ago(max(0.0, (at - when).total_seconds()), language)}: "
+                f"• {ago(max(0.0, (at - when_at).total_seconds()), language)}: "
                 f"{state_name(emotion, language)} ({score:.0%})"
             )
     return "\n".join(lines)

@@ -4,9 +4,11 @@ Installs the service (``services.extras["structured_memories"]``), the
 ``structured_recall`` stage after ``recall`` (the recall text joins the prompt each turn)
 and, unless switched off, background extraction of memories by the LLM after each reply.
 
-``settings.memory.extraction`` switches extraction; when it is not set explicitly it is on,
-except with the embedded ``local`` model (SmolLM2-135M), which cannot produce reliable
-JSON and would only spend CPU producing output we reject.
+``settings.memory.extraction`` switches extraction. When it is not set explicitly it is on
+only with a real model endpoint (provider ``openai``): the embedded ``local`` model
+(SmolLM2-135M) cannot produce reliable JSON and would only spend CPU on output we reject,
+and the ``scripted`` provider's script is meant for replies (an extraction call would eat
+its entries). Set ``AKIRA_MEMORY__EXTRACTION=true`` to force it on with any provider.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 def extraction_enabled(settings: Settings) -> bool:
     if "extraction" in settings.memory.model_fields_set:
         return settings.memory.extraction
-    return settings.memory.extraction and settings.llm.provider != "local"
+    return settings.memory.extraction and settings.llm.provider not in ("local", "scripted")
 
 
 def install(
