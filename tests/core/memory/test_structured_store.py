@@ -259,7 +259,7 @@ async def test_full_text_search_with_tag_filter_and_accents(memories: Structured
     assert {m.key for m in found} == {"comida", "drink"}  # accents folded, Bob excluded
     assert [m.key for m in await memories.search(ALICE, "açaí", tags=["FOOD"])] == ["comida"]
     assert [m.key for m in await memories.search(ALICE, "", tags=["food"])] == ["comida"]
-    assert [m.key for m in await memories.search(ALICE, "synapse engine")][0] == "synapse"
+    assert next(m.key for m in await memories.search(ALICE, "synapse engine")) == "synapse"
     assert [m.key for m in await memories.by_tag(ALICE, "#Food")] == ["comida"]
     assert await memories.search(ALICE, "   ") == []
 
