@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import signal
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -122,13 +124,58 @@ class ConsoleAdapter(Adapter):
         self._stopped.set()
 
     async def _pipe(self) -> None:
-        while not self._stopped.is_set():
-            line = await asyncio.to_thread(self.stdin.readline)
-            if not line:
-                break
-            replies = await self.ask(line.rstrip("\r\n"))
-            self.stdout.write(format_pipe_line(replies) + "\n")
-            self.stdout.flush()
+        # SIGTERM / Ctrl-C: stop reading, but the line in flight still gets its reply (the
+        # engine is closed by the caller afterwards). Only possible on the main thread.
+        loop = asyncio.get_running_loop()
+        signals = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self._stopped.set)
+                signals.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # pragma: no cover
+                pass
+        try:
+            while not self._stopped.is_set():
+                line = await self._readline()
+                if not line:
+                    break
+                replies = await self.ask(line.rstrip("\r\n"))
+                self.stdout.write(format_pipe_line(replies) + "\n")
+                self.stdout.flush()
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    async def _readline(self) -> str | None:
+        """The next input line ("" at end of input), or None once ``stop()`` was called.
+        A daemon thread reads, so a stop while stdin is silent never waits for input."""
+        loop = asyncio.get_running_loop()
+        line: asyncio.Future[str] = loop.create_future()
+
+        def deliver(result: str | BaseException) -> None:
+            if not line.done():
+                if isinstance(result, BaseException):
+                    line.set_exception(result)
+                else:
+                    line.set_result(result)
+
+        def read() -> None:
+            try:
+                result: str | BaseException = self.stdin.readline()
+            except BaseException as exc:  # reported to the waiting coroutine
+                result = exc
+            try:
+                loop.call_soon_threadsafe(deliver, result)
+            except RuntimeError:  # the loop is gone: nobody is waiting any more
+                pass
+
+        threading.Thread(target=read, name="console-stdin", daemon=True).start()
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        try:
+            await asyncio.wait({line, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        return line.result() if line.done() else None
 
     async def _interactive(self) -> None:
         from prompt_toolkit import PromptSession
