@@ -39,11 +39,13 @@ def _cli(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
 
 async def test_memory_recall_export_and_forget(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    settings = Settings(
-        data_dir=data_dir,
-        llm={"provider": "scripted"},
-        embedding={"backend": "hashing"},
-        emotion={"detector": "lexicon"},
+    settings = Settings.model_validate(
+        {
+            "data_dir": data_dir,
+            "llm": {"provider": "scripted"},
+            "embedding": {"backend": "hashing"},
+            "emotion": {"detector": "lexicon"},
+        }
     )
     engine = build_engine(settings, llm=ScriptedProvider(["ok"]))
     async with engine:

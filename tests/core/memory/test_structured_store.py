@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -294,7 +295,7 @@ async def test_hostile_strings_are_stored_literally_and_searched_safely(
 async def test_oversized_or_empty_values_are_refused_with_a_readable_error(
     memories: StructuredMemories,
 ) -> None:
-    cases = [
+    cases: list[dict[str, Any]] = [
         dict(key="k" * (MAX_KEY_CHARS + 1), content="x"),
         dict(key="k" * 100_000, content="x"),
         dict(key="!!!", content="x"),
@@ -306,7 +307,7 @@ async def test_oversized_or_empty_values_are_refused_with_a_readable_error(
         dict(key="ok", content="x", priority="urgent!!"),
     ]
     for case in cases:
-        args = {"category": "note", "priority": "normal", "tags": (), **case}
+        args: dict[str, Any] = {"category": "note", "priority": "normal", "tags": (), **case}
         with pytest.raises(MemoryValidationError):
             await memories.store_memory(
                 ALICE,
