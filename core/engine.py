@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.cleaner import neutralise_user_text
 from core.commands import CommandRouter
 from core.i18n import detect_language, normalise_locale, t
 from core.pipeline import Pipeline, TurnContext
@@ -120,7 +121,10 @@ class Engine:
         ctx = TurnContext(
             message=message, responder=responder, services=self.services, language=language
         )
-        ctx.text = message.text[: self.services.config.max_input_chars]
+        # The same bounds as the guard: neutralised (no smuggled tags, no lone surrogates
+        # that SQLite cannot encode), trimmed, capped.
+        text = neutralise_user_text(message.text).strip()
+        ctx.text = text[: self.services.config.max_input_chars]
         try:
             await self.services.storage.users.ensure(message.owner, seen_at=message.sent_at)
 
