@@ -1,0 +1,748 @@
+"""Reply cleaning and user-text neutralising: "nothing internal reaches a user".
+
+Two directions, both pure functions with no I/O:
+
+* :func:`clean_reply` takes whatever the model produced and removes hidden reasoning
+  (``<think>`` and friends, nested, unclosed or with a stray closer), every ``<!TAG>``
+  marker, chat-template tokens and the turns of other roles, echoed prompt sections and
+  verbatim echoes of the persona/instructions. It fails closed: when in doubt it removes
+  more, and when nothing visible is left it says so (``fell_back``) instead of returning
+  anything raw.
+* :func:`neutralise_user_text` takes what a person typed and makes sure it cannot smuggle
+  our tags, template tokens or section headers into a prompt, while keeping the words
+  readable.
+
+:func:`contains_internal_marker` is the strict oracle both sides (and every leak test in the
+project) agree on. Every pattern it knows starts with an angle bracket (or one of its
+look-alikes / HTML entities) or a square bracket; that is what lets both functions give a
+hard guarantee: as a last resort they remove or defang those brackets.
+
+All regular expressions here are written so that no pattern can backtrack more than a
+bounded amount per starting position (bounded repetitions, character classes that stop at
+the next ``<``), so a hostile 200 KB reply is cleaned in linear-ish time.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = [
+    "ECHO_LABELS",
+    "PROMPT_SECTION_HEADERS",
+    "CleanedReply",
+    "clean_reply",
+    "contains_internal_marker",
+    "is_prompt_section_header",
+    "neutralise_user_text",
+]
+
+# --------------------------------------------------------------------------------------
+# Public constants
+# --------------------------------------------------------------------------------------
+
+#: The section headers the prompt builder writes. The builder imports this tuple so the
+#: cleaner (which drops echoed sections) and the neutraliser (which quotes fake ones in user
+#: text) always agree with the prompt. Matching ignores the ``#`` level, case, surrounding
+#: ``*``/``_`` emphasis and a trailing colon.
+PROMPT_SECTION_HEADERS: tuple[str, ...] = (
+    "## Persona",
+    "## Emotional Context Instructions",
+    "## What you remember about this person",
+    "## Structured memories",
+    "## Recent conversation",
+    "## Current message",
+    "## Instructions",
+    "## Reply rules",
+)
+
+#: Further labels a model uses when it echoes its instructions ("System: ...",
+#: "Emotional context: ..."). A line that starts with one of these (optionally followed by a
+#: colon and content) is treated like a section header: it and its block are dropped.
+ECHO_LABELS: tuple[str, ...] = (
+    "system",
+    "system prompt",
+    "system message",
+    "system instructions",
+    "developer",
+    "developer message",
+    "persona",
+    "instructions",
+    "hidden instructions",
+    "internal",
+    "internal notes",
+    "emotional context",
+    "emotional context instructions",
+    "emotional state",
+    "emotional tag",
+    "recalled context",
+    "memory context",
+    "contexto emocional",
+    "instruções",
+    "instruções do sistema",
+    "instruções de contexto emocional",
+)
+
+# --------------------------------------------------------------------------------------
+# Building blocks for the patterns
+# --------------------------------------------------------------------------------------
+
+# Whitespace inside a tag, including the zero-width characters a model (or an attacker)
+# could slip between "<" and "!" to dodge a naive pattern.
+_WS = r"[\s\u200b\u200c\u200d\u2060\ufeff]"
+# "<" and its look-alikes a renderer would show as "<" (full-width, small form, entities).
+# Bounded: two adjacent unbounded runs around an optional "/" would backtrack
+# quadratically on a long run of spaces.
+_S = _WS + "{0,8}"
+_LT = r"(?:<|\uff1c|\ufe64|&lt;|&\#0*60;|&\#x0*3c;)"
+_GT = r"(?:>|\uff1e|\ufe65|&gt;|&\#0*62;|&\#x0*3e;)"
+_PIPE = r"[|\uff5c]"  # "|" and DeepSeek's full-width "｜"
+# Roots of the reasoning-block tag names: think, thinking, thought(s), reasoning,
+# reflection, scratchpad, inner monologue. A prefix match is deliberate (fail closed).
+_THINK_ROOT = r"(?:think|thought|reason|reflect|scratchpad|inner[_\- ]?monologue)"
+_EDGE = r"(?:(?:begin|start|end)[_\- ]?(?:of[_\- ]?)?)"
+# Body of a tag up to its ">": bounded and never crossing another "<", so it cannot run
+# away on hostile input.
+_TAG_BODY = r"[^<>&\uff1c\uff1e\ufe64\ufe65]{0,200}?"
+
+_FLAGS = re.IGNORECASE
+
+# The oracle. Every alternative starts with an angle bracket (or look-alike) or "["; the
+# shared "<" is factored out so each position is tried against it once.
+_ORACLE_RE = re.compile(
+    rf"{_LT}(?:"
+    # any thinking tag, open or close, in any of its spellings (<think>, </think>,
+    # <!THINKING>, <!/THINKING>, </!THINKING>, <|thinking|>, <|end_of_thought|>, ...)
+    rf"(?:{_WS}|[\\/!|\uff5c]){{0,12}}{_EDGE}?{_THINK_ROOT}"
+    # any <!...> marker, its closers and spaced / escaped variants (< !TAG >, <\!TAG>)
+    rf"|(?:{_WS}|[\\/]){{0,12}}!"
+    # chat-template tokens: <|...|>, <s> </s> <bos> <eos>, <start_of_turn>, <<SYS>>
+    rf"|{_WS}{{0,3}}{_PIPE}{_S}/?[a-z_\u2581]"
+    rf"|{_S}/?{_S}(?:s|bos|eos|pad|unk){_S}{_GT}"
+    rf"|{_S}/?{_S}(?:start|end)_of_turn"
+    rf"|{_S}{_LT}?{_S}/?{_S}sys{_S}{_GT}"
+    rf")|\[{_S}/?{_S}(?:think|thinking|reasoning|inst){_S}\]",
+    _FLAGS,
+)
+
+_LT_RE = re.compile(_LT, _FLAGS)
+_GT_AT_RE = re.compile(rf"{_TAG_BODY}(?P<gt>{_GT})", _FLAGS)
+
+
+def contains_internal_marker(text: str) -> bool:
+    """True when ``text`` still holds any thinking tag (open or close, any spelling), any
+    ``<!...>`` marker, or any chat-template token. Deliberately strict: a truncated
+    ``<think`` or ``<!STRICT`` counts, so does ``&lt;!TAG&gt;``."""
+    return _ORACLE_RE.search(text) is not None
+
+
+# --------------------------------------------------------------------------------------
+# Result type
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedReply:
+    """The visible reply. ``removed`` holds the removed fragments verbatim (for debugging
+    and metrics; they can contain hidden reasoning, so never show them to a user).
+    ``fell_back`` is True when nothing visible was left: ``text`` is then empty and the
+    caller sends its own short fallback reply in the user's language."""
+
+    text: str
+    removed: tuple[str, ...] = ()
+    fell_back: bool = False
+
+
+# --------------------------------------------------------------------------------------
+# Splicing: remove spans and join the text on either side
+# --------------------------------------------------------------------------------------
+
+# A removed span between two of these and a closing punctuation mark joins without a space.
+_OPENING = frozenset("([{«“‘¿¡\"'`")
+_CLOSING = frozenset(".,;:!?)]}»”’…%\"'`")
+
+
+def _splice(text: str, spans: Iterable[tuple[int, int]], removed: list[str]) -> str:
+    """Remove ``spans`` from ``text``; the words on either side stay, separated by a single
+    space or by the newlines that were there (at most one blank line)."""
+    ordered = sorted((s, e) for s, e in spans if e > s)
+    if not ordered:
+        return text
+    # Merge overlapping spans and spans separated only by whitespace: the whitespace between
+    # two removed pieces is itself left-over, and merging keeps every kept piece non-blank.
+    merged: list[list[int]] = []
+    for s, e in ordered:
+        if merged and (s <= merged[-1][1] or not text[merged[-1][1] : s].strip()):
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    if merged[0][0] > 0 and not text[: merged[0][0]].strip():
+        merged[0][0] = 0
+    if merged[-1][1] < len(text) and not text[merged[-1][1] :].strip():
+        merged[-1][1] = len(text)
+
+    kept = [text[: merged[0][0]]]
+    for i, (s, e) in enumerate(merged):
+        removed.append(text[s:e])
+        nxt = merged[i + 1][0] if i + 1 < len(merged) else len(text)
+        kept.append(text[e:nxt])
+
+    parts: list[str] = [kept[0]]
+    for i, (s, e) in enumerate(merged):
+        left, right = parts[-1], kept[i + 1]
+        left_body, right_body = left.rstrip(), right.lstrip()
+        if not left_body or not right_body:
+            # Start or end of the text: the final whitespace pass strips the edge.
+            parts[-1] = left_body
+            parts.append(right_body)
+            continue
+        lws, rws = left[len(left_body) :], right[: len(right) - len(right_body)]
+        newlines = min(2, max(lws.count("\n"), rws.count("\n")))
+        if newlines:
+            indent = rws.rsplit("\n", 1)[1] if "\n" in rws else ""
+            sep = "\n" * newlines + indent
+        elif (not rws and right_body[0] in _CLOSING) or (not lws and left_body[-1] in _OPENING):
+            sep = ""
+        elif lws or rws:
+            sep = " "
+        else:
+            sep = "\n" if "\n" in text[s:e] else " "
+        parts[-1] = left_body + sep
+        parts.append(right_body)
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------------------
+# Stage A: harmony (gpt-oss) analysis / commentary channels
+# --------------------------------------------------------------------------------------
+
+_HARMONY_CHANNEL_RE = re.compile(rf"{_LT}{_PIPE}channel{_PIPE}{_GT}{_S}(?P<ch>[a-z]*)", _FLAGS)
+_HARMONY_END_RE = re.compile(rf"{_LT}{_PIPE}(?:end|start|channel|return|call){_PIPE}{_GT}", _FLAGS)
+
+
+def _harmony_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        m = _HARMONY_CHANNEL_RE.search(text, pos)
+        if m is None:
+            return spans
+        if m.group("ch").lower() in ("analysis", "commentary", "thinking", "reasoning"):
+            end = _HARMONY_END_RE.search(text, m.end())
+            stop = end.start() if end else len(text)
+            spans.append((m.start(), stop))
+            pos = max(stop, m.end())
+        else:  # "final": only the channel token and its name go
+            spans.append((m.start(), m.end()))
+            pos = m.end()
+
+
+# --------------------------------------------------------------------------------------
+# Stage B: thinking blocks
+# --------------------------------------------------------------------------------------
+
+_THINK_TAG_RE = re.compile(
+    rf"(?P<angle>\\?{_LT}(?P<pre>(?:{_WS}|[\\/!|\uff5c]){{0,12}})(?P<edge>{_EDGE})?"
+    rf"{_THINK_ROOT}[\w\-]*+(?P<tail>{_TAG_BODY}\\?{_GT})?)"
+    rf"|(?P<bracket>\[{_S}(?P<bslash>/)?{_S}(?:think|thinking|reasoning){_S}\])",
+    _FLAGS,
+)
+_SELF_CLOSING_RE = re.compile(rf"/{_S}\\?{_S}{_GT}$", _FLAGS)
+
+
+def _thinking_spans(text: str) -> list[tuple[int, int]]:
+    """Balanced, nested, unclosed and stray-closed reasoning blocks.
+
+    * an opener at depth 0 starts a block, the closer that brings the depth back to 0
+      ends it (nested blocks of any of the names count together);
+    * an opener that is never closed hides everything after it;
+    * a closer with no opener (the model started thinking without a tag) hides everything
+      before it, from the start of the text.
+    """
+    spans: list[tuple[int, int]] = []
+    depth = 0
+    start = 0
+    for m in _THINK_TAG_RE.finditer(text):
+        if m.group("bracket") is not None:
+            closing = m.group("bslash") is not None
+        else:
+            edge = (m.group("edge") or "").lower()
+            closing = "/" in m.group("pre") or edge.startswith("end")
+            tail = m.group("tail")
+            if tail and _SELF_CLOSING_RE.search(tail) and not closing:
+                # <think/>: an empty block; the tag alone goes.
+                if depth == 0:
+                    spans.append((m.start(), m.end()))
+                continue
+        if closing:
+            if depth == 0:
+                spans.append((0, m.end()))  # stray closer: everything before it was thinking
+            else:
+                depth -= 1
+                if depth == 0:
+                    spans.append((start, m.end()))
+        else:
+            if depth == 0:
+                start = m.start()
+            depth += 1
+    if depth > 0:
+        spans.append((start, len(text)))
+    return spans
+
+
+# --------------------------------------------------------------------------------------
+# Stage C: chat-template tokens and the turns of other roles
+# --------------------------------------------------------------------------------------
+
+_TEMPLATE_RE = re.compile(
+    rf"(?P<pipe>{_LT}{_WS}{{0,3}}{_PIPE}(?P<pname>[^<>\n|\uff5c]{{0,64}}){_PIPE}{_WS}{{0,3}}{_GT})"
+    rf"|(?P<pipeopen>{_LT}{_WS}{{0,3}}{_PIPE}{_S}/?[a-z_\u2581][\w\u2581\-]*)"
+    rf"|(?P<simple>{_LT}{_S}(?P<sslash>/)?{_S}(?P<sname>s|bos|eos|pad|unk){_S}{_GT})"
+    rf"|(?P<turn>{_LT}{_S}(?P<tslash>/)?{_S}(?P<tname>start|end)_of_turn(?:{_S}{_GT})?)"
+    rf"|(?P<sys>{_LT}{_S}{_LT}?{_S}(?P<yslash>/)?{_S}sys{_S}{_GT}{_S}{_GT}?)"
+    rf"|(?P<inst>\[{_S}(?P<islash>/)?{_S}inst{_S}\])",
+    _FLAGS,
+)
+_ROLE_WORD_RE = re.compile(
+    rf"{_S}(?P<role>system|user|assistant|model|human|developer|tool|ai|bot|ipython|function)\b"
+    rf"(?:{_S}{_LT}{_PIPE}end_header_id{_PIPE}{_GT})?[ \t]*:?",
+    _FLAGS,
+)
+_ASSISTANT_ROLES = frozenset({"assistant", "model", "ai", "bot"})
+_ROLE_NAMES = frozenset(
+    {"assistant", "user", "system", "human", "model", "bot", "developer", "tool", "ai"}
+)
+_ROLE_START_NAMES = frozenset({"im_start", "start_header_id", "start"})
+_EOT_NAMES = frozenset(
+    {
+        "im_end",
+        "eot_id",
+        "eom_id",
+        "end",
+        "endoftext",
+        "end_of_text",
+        "return",
+        "eos",
+        "end\u2581of\u2581sentence",
+        "end_of_sentence",
+        "endofprompt",
+    }
+)
+
+
+def _classify_template(m: re.Match[str], text: str) -> tuple[str, int]:
+    """Return (kind, end) where kind is keep (an assistant turn starts), drop (another
+    role's turn starts), eot (a turn ends) or neutral; end includes a role word that
+    belongs to the token."""
+    end = m.end()
+    if m.group("pipe") is not None:
+        name = m.group("pname").strip().lower()
+        if name in _ROLE_NAMES:
+            return ("keep" if name in _ASSISTANT_ROLES else "drop"), end
+        if name in _ROLE_START_NAMES:
+            role = _ROLE_WORD_RE.match(text, end)
+            if role is None:
+                return "drop", end  # a turn of unknown role: fail closed
+            kind = "keep" if role.group("role").lower() in _ASSISTANT_ROLES else "drop"
+            return kind, role.end()
+        if name in _EOT_NAMES or (name.startswith("end") and name != "end_header_id"):
+            return "eot", end
+        return "neutral", end
+    if m.group("pipeopen") is not None:
+        return "neutral", end
+    if m.group("simple") is not None:
+        if m.group("sslash") or m.group("sname").lower() == "eos":
+            return "eot", end
+        return "neutral", end
+    if m.group("turn") is not None:
+        if m.group("tslash") or m.group("tname").lower() == "end":
+            return "eot", end
+        role = _ROLE_WORD_RE.match(text, end)
+        if role is None:
+            return "drop", end
+        kind = "keep" if role.group("role").lower() in _ASSISTANT_ROLES else "drop"
+        return kind, role.end()
+    if m.group("sys") is not None:
+        # Llama-2: [INST] <<SYS>> system <</SYS>> user text [/INST] answer
+        return "drop", end
+    return ("keep" if m.group("islash") else "drop"), end
+
+
+def _template_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    state = "keep"
+    pos = 0  # start of the text run not yet attributed
+    kept_visible = False
+    for m in _TEMPLATE_RE.finditer(text):
+        if m.start() < pos:
+            continue  # inside a role word we already consumed
+        kind, end = _classify_template(m, text)
+        if state == "drop":
+            spans.append((pos, m.start()))
+        elif text[pos : m.start()].strip():
+            kept_visible = True
+        spans.append((m.start(), end))
+        if kind == "keep":
+            state = "keep"
+        elif kind == "drop":
+            state = "drop"
+        elif kind == "eot":
+            # Text after an end-of-turn token is the model writing past its turn (fake
+            # user turns and the like). A leading end token is only junk.
+            state = "drop" if kept_visible else "keep"
+        pos = end
+    if state == "drop":
+        spans.append((pos, len(text)))
+    return spans
+
+
+# --------------------------------------------------------------------------------------
+# Stage D: <!TAG> markers
+# --------------------------------------------------------------------------------------
+
+_MARKER_RE = re.compile(
+    rf"\\?{_LT}(?P<pre>(?:{_WS}|[\\/]){{0,12}})!(?P<post>(?:{_WS}|[\\/]){{0,12}})"
+    rf"(?P<name>[\w\-.:\\]*+)(?P<tail>{_TAG_BODY}\\?{_GT})?",
+    _FLAGS,
+)
+
+
+def _marker_spans(text: str) -> list[tuple[int, int]]:
+    """Every ``<!...>`` marker; a marker wrapped as ``<!TAG> ... </!TAG>`` takes its content
+    with it (wrapped content is an instruction block, not reply text)."""
+    spans: list[tuple[int, int]] = []
+    open_at: dict[str, int] = {}
+    for m in _MARKER_RE.finditer(text):
+        start, end = m.start(), m.end()
+        # `<!TAG>` written as inline code: the empty backticks go too.
+        if start > 0 and end < len(text) and text[start - 1] == "`" and text[end] == "`":
+            start, end = start - 1, end + 1
+        spans.append((start, end))
+        name = m.group("name").replace("\\", "").upper()
+        if not name:
+            continue
+        closing = "/" in m.group("pre") or m.group("post").lstrip().startswith("/")
+        if closing:
+            opened = open_at.pop(name, None)
+            if opened is not None:
+                spans.append((opened, end))
+        else:
+            open_at.setdefault(name, start)
+    return spans
+
+
+# --------------------------------------------------------------------------------------
+# Stage E: echoed section headers and instruction labels
+# --------------------------------------------------------------------------------------
+
+
+def _normalise_title(value: str) -> str:
+    return " ".join(value.strip(" \t*_#>:：").casefold().split())
+
+
+_TITLES = frozenset(
+    {_normalise_title(h) for h in PROMPT_SECTION_HEADERS}
+    | {_normalise_title(label) for label in ECHO_LABELS}
+)
+_BRACKET_LABEL_RE = re.compile(
+    r"\[\s{0,8}(?:system(?:\s{1,8}prompt)?|sys|instructions?|internal|hidden|persona|"
+    r"context|emotional\s{1,8}context|developer)\s{0,8}\]",
+    _FLAGS,
+)
+_MD_HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
+_LEAD_DECOR = " \t#>*_-•+"
+
+
+def _header_column(line: str) -> int | None:
+    """Where an echoed header/label starts in ``line`` (its block is dropped from there), or
+    None. A label at the start of the line ("System: ...", "## Structured memories",
+    "**Emotional context:**") or a bracket label anywhere ("[SYSTEM]")."""
+    body = line.lstrip(_LEAD_DECOR)
+    if body:
+        head = body[:120]
+        colon = min((i for i in (head.find(":"), head.find("：")) if i >= 0), default=-1)
+        title = head[:colon] if colon >= 0 else (body if len(body) <= 120 else "")
+        if title and _normalise_title(title) in _TITLES:
+            return 0
+    bracket = _BRACKET_LABEL_RE.search(line)
+    if bracket is not None:
+        return 0 if not line[: bracket.start()].strip(_LEAD_DECOR) else bracket.start()
+    return None
+
+
+def is_prompt_section_header(line: str) -> bool:
+    """True when ``line`` reads as one of our prompt section headers or instruction labels
+    (the neutraliser quotes such lines in user text; the cleaner drops them from replies)."""
+    return _header_column(line) is not None
+
+
+def _header_spans(text: str) -> list[tuple[int, int]]:
+    lines = text.split("\n")
+    offsets: list[int] = []
+    pos = 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines):
+        col = _header_column(lines[i])
+        if col is None:
+            i += 1
+            continue
+        start = offsets[i] + col
+        bare = col == 0 and ":" not in lines[i] and "：" not in lines[i]
+        j = i + 1
+        if bare:
+            # "## Structured memories" then a blank line then the memories: the block is
+            # the next paragraph even across the blank lines.
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+        while (
+            j < len(lines)
+            and lines[j].strip()
+            and not _MD_HEADING_RE.match(lines[j])
+            and _header_column(lines[j]) is None
+        ):
+            j += 1
+        last = max(j - 1, i)
+        spans.append((start, offsets[last] + len(lines[last])))
+        i = max(j, i + 1)
+    return spans
+
+
+# --------------------------------------------------------------------------------------
+# Stage F: verbatim echoes of the persona / system text
+# --------------------------------------------------------------------------------------
+
+_WORD_RE = re.compile(r"\S+")
+_ECHO_WINDOW = 5  # words per shingle
+_ECHO_MIN_CHARS = 40  # a matched run shorter than this is coincidence, not an echo
+_ECHO_MIN_LINE = 16  # a whole reply line this long found verbatim in a source is an echo
+_SENTENCE_END = ".!?…"
+
+
+@dataclass(frozen=True, slots=True)
+class _EchoIndex:
+    shingles: frozenset[tuple[str, ...]]
+    joined: str  # " word word ... " over all sources, for whole-line containment
+
+
+@lru_cache(maxsize=32)
+def _echo_index(sources: tuple[str, ...]) -> _EchoIndex:
+    shingles: set[tuple[str, ...]] = set()
+    chunks: list[str] = []
+    for source in sources:
+        # Sources carry our own markers ("<!WARM_FRIENDLY_MODE> Be warm ..."); compare the
+        # words a model would echo.
+        words = [w.casefold() for w in _WORD_RE.findall(_ORACLE_RE.sub(" ", source))]
+        chunks.append(" ".join(words))
+        for k in range(len(words) - _ECHO_WINDOW + 1):
+            shingles.add(tuple(words[k : k + _ECHO_WINDOW]))
+    return _EchoIndex(frozenset(shingles), " " + " \n ".join(chunks) + " ")
+
+
+def _echo_spans(text: str, sources: tuple[str, ...]) -> list[tuple[int, int]]:
+    index = _echo_index(sources)
+    if not index.joined.strip():
+        return []
+    raw: list[tuple[int, int]] = []
+    words = list(_WORD_RE.finditer(text))
+    folded = [w.group().casefold() for w in words]
+    # Runs of consecutive words covered by a shared 5-word shingle.
+    run_start = run_end = -1
+    for k in range(len(words) - _ECHO_WINDOW + 1):
+        if tuple(folded[k : k + _ECHO_WINDOW]) in index.shingles:
+            if run_start >= 0 and k <= run_end:
+                run_end = k + _ECHO_WINDOW
+            else:
+                if run_start >= 0:
+                    raw.append((words[run_start].start(), words[run_end - 1].end()))
+                run_start, run_end = k, k + _ECHO_WINDOW
+    if run_start >= 0:
+        raw.append((words[run_start].start(), words[run_end - 1].end()))
+    raw = [(s, e) for s, e in raw if len(" ".join(text[s:e].split())) >= _ECHO_MIN_CHARS]
+
+    # Whole lines found verbatim in a source (a short instruction line echoed on its own).
+    pos = 0
+    for line in text.split("\n"):
+        norm = " ".join(line.casefold().split())
+        if len(norm) >= _ECHO_MIN_LINE and f" {norm} " in index.joined:
+            raw.append((pos, pos + len(line)))
+        pos += len(line) + 1
+
+    # Widen each echo to the sentence around it: half an echoed sentence is still an echo.
+    spans: list[tuple[int, int]] = []
+    for s, e in raw:
+        line_start = text.rfind("\n", 0, s) + 1
+        cut = max(text.rfind(ch, line_start, s) for ch in _SENTENCE_END)
+        start = cut + 1 if cut >= 0 else line_start
+        line_end = text.find("\n", e)
+        line_end = len(text) if line_end < 0 else line_end
+        if text[e - 1] in _SENTENCE_END:
+            end = e  # the echo already ends its sentence
+        else:
+            ends = [i for i in (text.find(ch, e, line_end) for ch in _SENTENCE_END) if i >= 0]
+            end = min(ends) + 1 if ends else line_end
+        spans.append((start, end))
+    return spans
+
+
+# --------------------------------------------------------------------------------------
+# Stage G, H, I: role prefix, safety net, whitespace
+# --------------------------------------------------------------------------------------
+
+_ROLE_PREFIX_RE = re.compile(
+    r"\A\s*(?:(?:assistant|assistente|model|modelo|bot|ai|ia|akira)[ \t]{0,8}[:：]\s*)+", _FLAGS
+)
+
+
+def _safety_spans(text: str) -> list[tuple[int, int]]:
+    """Whatever the oracle still sees (tags re-formed by a removal, odd spellings the
+    stages above do not model): the match and the rest of its tag."""
+    spans: list[tuple[int, int]] = []
+    for m in _ORACLE_RE.finditer(text):
+        tail = _GT_AT_RE.match(text, m.end())
+        spans.append((m.start(), tail.end() if tail else m.end()))
+    return spans
+
+
+_TRAILING_WS = " \t\f\v\u00a0\u200b\ufeff"
+_BLANK_LINES_RE = re.compile(r"\n{3,}")
+
+
+def _tidy(text: str) -> str:
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    # Per line rather than a regex: "[ ]+(?=\n)" rescans a long run of spaces from every
+    # position (quadratic on hostile input).
+    text = "\n".join(line.rstrip(_TRAILING_WS) for line in text.split("\n"))
+    text = _BLANK_LINES_RE.sub("\n\n", text)
+    return text.strip()
+
+
+def _has_visible(text: str) -> bool:
+    # Letters, digits or symbols (emoji are symbols); punctuation alone is not a reply.
+    return any(unicodedata.category(ch)[0] in "LNS" for ch in text)
+
+
+def _clean_once(text: str, sources: tuple[str, ...], removed: list[str]) -> str:
+    text = _splice(text, _harmony_spans(text), removed)
+    text = _splice(text, _thinking_spans(text), removed)
+    text = _splice(text, _template_spans(text), removed)
+    text = _splice(text, _marker_spans(text), removed)
+    text = _splice(text, _header_spans(text), removed)
+    if sources:
+        text = _splice(text, _echo_spans(text, sources), removed)
+    prefix = _ROLE_PREFIX_RE.match(text)
+    if prefix is not None:
+        text = _splice(text, [prefix.span()], removed)
+    text = _splice(text, _safety_spans(text), removed)
+    return _tidy(text)
+
+
+# A removal can re-form a tag from its two sides ("<<!A>!B>"); the cleaner repeats until
+# nothing changes. Real replies settle in one or two rounds; text that has not settled after
+# this many is hostile and is refused as a whole.
+_MAX_ROUNDS = 5
+
+
+def clean_reply(text: str, *, echo_sources: Sequence[str] = ()) -> CleanedReply:
+    """Remove everything internal from a model reply; see the module docstring.
+
+    ``echo_sources`` are the persona/system text and instructions given to the model; any
+    verbatim chunk of them (>= 40 characters, or a whole line) in the reply is removed.
+    The result is a fixed point (``clean_reply(r.text).text == r.text``) and never holds
+    anything :func:`contains_internal_marker` recognises.
+    """
+    sources = tuple(s for s in echo_sources if s and s.strip())
+    removed: list[str] = []
+    current = text
+    settled = False
+    for _ in range(_MAX_ROUNDS):
+        cleaned = _clean_once(current, sources, removed)
+        if cleaned == current:
+            settled = True
+            break
+        current = cleaned
+    # Text that never settled is hostile: refuse it rather than guess.
+    if not settled or contains_internal_marker(current) or not _has_visible(current):
+        if current:
+            removed.append(current)
+        return CleanedReply(text="", removed=tuple(removed), fell_back=True)
+    return CleanedReply(text=current, removed=tuple(removed), fell_back=False)
+
+
+# --------------------------------------------------------------------------------------
+# Neutralising user text
+# --------------------------------------------------------------------------------------
+
+# C0 controls except \t and \n, DEL and C1 controls. \r is handled first (CRLF -> LF).
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
+_SAFE_LT = "\u2039"  # ‹
+_SAFE_GT = "\u203a"  # ›
+_SAFE_LBRACKET = "\u2045"  # ⁅
+_SAFE_RBRACKET = "\u2046"  # ⁆
+_LT_AT_RE = re.compile(rf"\\?{_LT}", _FLAGS)
+
+
+def _fix_unicode(text: str) -> str:
+    if not _SURROGATE_RE.search(text):
+        return text
+    # Pairs written as two code units become one character; lone halves become U+FFFD.
+    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return _SURROGATE_RE.sub("\ufffd", fixed)
+
+
+def _defang_once(text: str) -> str:
+    parts: list[str] = []
+    pos = 0
+    for m in _ORACLE_RE.finditer(text):
+        if m.start() < pos:
+            continue
+        parts.append(text[pos : m.start()])
+        if text[m.start()] == "[":
+            parts.append(_SAFE_LBRACKET + m.group()[1:-1] + _SAFE_RBRACKET)
+            pos = m.end()
+            continue
+        lt = _LT_AT_RE.match(text, m.start())
+        lt_end = lt.end() if lt else m.start() + 1
+        parts.append(_SAFE_LT)
+        tail = _GT_AT_RE.match(text, lt_end)
+        if tail is not None:
+            parts.append(text[lt_end : tail.start("gt")])
+            parts.append(_SAFE_GT)
+            pos = tail.end()
+        else:
+            pos = lt_end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def neutralise_user_text(text: str) -> str:
+    """Make user text safe to place in a prompt while keeping it readable.
+
+    ``<!TAG>`` becomes ``‹!TAG›``, ``<think>`` becomes ``‹think›``, ``<|im_start|>`` becomes
+    ``‹|im_start|›``, ``[INST]`` becomes ``⁅INST⁆``; a line that reads as one of our section
+    headers or labels ("## Recent conversation", "System: ...", "[SYSTEM]") is quoted with
+    ``> ``; NUL and other control characters (except newline and tab) are dropped; lone
+    surrogates become U+FFFD. ``contains_internal_marker`` is False on the result.
+    """
+    text = _fix_unicode(text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _CONTROL_RE.sub("", text)
+    for _ in range(4):
+        if not contains_internal_marker(text):
+            break
+        text = _defang_once(text)
+    if contains_internal_marker(text):
+        # Overlapping hostile constructs: defang every angle bracket that remains.
+        text = _defang_once(_LT_RE.sub(_SAFE_LT, text))
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if is_prompt_section_header(line):
+            lines[i] = "> " + line
+    return "\n".join(lines)
