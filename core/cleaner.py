@@ -120,7 +120,8 @@ _ORACLE_RE = re.compile(
     # any <!...> marker, its closers and spaced / escaped variants (< !TAG >, <\!TAG>)
     rf"|(?:{_WS}|[\\/]){{0,12}}!"
     # chat-template tokens: <|...|>, <s> </s> <bos> <eos>, <start_of_turn>, <<SYS>>
-    rf"|{_WS}{{0,3}}{_PIPE}{_S}/?[a-z_\u2581]"
+    rf"|{_WS}{{0,3}}{_PIPE}/?[a-z_\u2581]"
+    rf"|{_WS}{{0,3}}{_PIPE}[^<>\n|\uff5c]{{0,64}}{_PIPE}{_WS}{{0,3}}{_GT}"
     rf"|{_S}/?{_S}(?:s|bos|eos|pad|unk){_S}{_GT}"
     rf"|{_S}/?{_S}(?:start|end)_of_turn"
     rf"|{_S}{_LT}?{_S}/?{_S}sys{_S}{_GT}"
@@ -299,7 +300,7 @@ def _thinking_spans(text: str) -> list[tuple[int, int]]:
 
 _TEMPLATE_RE = re.compile(
     rf"(?P<pipe>{_LT}{_WS}{{0,3}}{_PIPE}(?P<pname>[^<>\n|\uff5c]{{0,64}}){_PIPE}{_WS}{{0,3}}{_GT})"
-    rf"|(?P<pipeopen>{_LT}{_WS}{{0,3}}{_PIPE}{_S}/?[a-z_\u2581][\w\u2581\-]*)"
+    rf"|(?P<pipeopen>{_LT}{_WS}{{0,3}}{_PIPE}/?[a-z_\u2581][\w\u2581\-]*)"
     rf"|(?P<simple>{_LT}{_S}(?P<sslash>/)?{_S}(?P<sname>s|bos|eos|pad|unk){_S}{_GT})"
     rf"|(?P<turn>{_LT}{_S}(?P<tslash>/)?{_S}(?P<tname>start|end)_of_turn(?:{_S}{_GT})?)"
     rf"|(?P<sys>{_LT}{_S}{_LT}?{_S}(?P<yslash>/)?{_S}sys{_S}{_GT}{_S}{_GT}?)"
@@ -456,27 +457,29 @@ _MD_HEADING_RE = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
 _LEAD_DECOR = " \t#>*_-•+"
 
 
-def _header_column(line: str) -> int | None:
-    """Where an echoed header/label starts in ``line`` (its block is dropped from there), or
-    None. A label at the start of the line ("System: ...", "## Structured memories",
-    "**Emotional context:**") or a bracket label anywhere ("[SYSTEM]")."""
+def _header_match(line: str) -> tuple[int, bool] | None:
+    """Where an echoed header/label starts in ``line`` (its block is dropped from there) and
+    whether the line is a bare header (nothing after the title), or None. A label at the
+    start of the line ("System: ...", "## Structured memories", "**Emotional context:**")
+    or a bracket label anywhere ("[SYSTEM]")."""
     body = line.lstrip(_LEAD_DECOR)
     if body:
         head = body[:120]
         colon = min((i for i in (head.find(":"), head.find("：")) if i >= 0), default=-1)
         title = head[:colon] if colon >= 0 else (body if len(body) <= 120 else "")
         if title and _normalise_title(title) in _TITLES:
-            return 0
+            return 0, not body[len(title) :].strip(" \t*_#:：")
     bracket = _BRACKET_LABEL_RE.search(line)
     if bracket is not None:
-        return 0 if not line[: bracket.start()].strip(_LEAD_DECOR) else bracket.start()
+        col = 0 if not line[: bracket.start()].strip(_LEAD_DECOR) else bracket.start()
+        return col, not line[bracket.end() :].strip(" \t*_#:：")
     return None
 
 
 def is_prompt_section_header(line: str) -> bool:
     """True when ``line`` reads as one of our prompt section headers or instruction labels
     (the neutraliser quotes such lines in user text; the cleaner drops them from replies)."""
-    return _header_column(line) is not None
+    return _header_match(line) is not None
 
 
 def _header_spans(text: str) -> list[tuple[int, int]]:
@@ -489,12 +492,12 @@ def _header_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     i = 0
     while i < len(lines):
-        col = _header_column(lines[i])
-        if col is None:
+        found = _header_match(lines[i])
+        if found is None:
             i += 1
             continue
+        col, bare = found
         start = offsets[i] + col
-        bare = col == 0 and ":" not in lines[i] and "：" not in lines[i]
         j = i + 1
         if bare:
             # "## Structured memories" then a blank line then the memories: the block is
@@ -505,7 +508,7 @@ def _header_spans(text: str) -> list[tuple[int, int]]:
             j < len(lines)
             and lines[j].strip()
             and not _MD_HEADING_RE.match(lines[j])
-            and _header_column(lines[j]) is None
+            and _header_match(lines[j]) is None
         ):
             j += 1
         last = max(j - 1, i)
