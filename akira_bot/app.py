@@ -46,6 +46,7 @@ def engine_config(settings: Settings) -> EngineConfig:
         max_concurrent=settings.bot.max_concurrent,
         max_queue_per_user=settings.bot.max_queue_per_user,
         reply_max_tokens=settings.llm.max_tokens,
+        reply_temperature=settings.llm.temperature,
     )
 
 

@@ -33,6 +33,7 @@ class EngineConfig:
     max_concurrent: int = 64  # users handled at once
     max_queue_per_user: int = 50  # waiting messages per user before "busy"
     reply_max_tokens: int = 512
+    reply_temperature: float = 0.7
 
 
 AfterReplyHook = Callable[["TurnContext"], Awaitable[None]]

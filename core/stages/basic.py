@@ -223,7 +223,8 @@ class GenerateStage:
     name = "generate"
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
-        options = GenerationOptions(max_tokens=ctx.services.config.reply_max_tokens)
+        config = ctx.services.config
+        options = GenerationOptions(max_tokens=config.reply_max_tokens, temperature=config.reply_temperature)
         try:
             async with ctx.responder.typing():
                 ctx.generation = await ctx.services.llm.generate(ctx.prompt, options)
