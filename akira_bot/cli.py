@@ -13,6 +13,10 @@ from typing import Any
 
 from akira_bot.errors import CLIError
 from akira_bot.settings import CONFIG_ENV, Settings, SettingsError, load_settings
+from core.embeddings import EmbeddingError
+from core.emotion import EmotionError
+from core.llm import LLMError
+from core.storage import StorageError
 
 log = logging.getLogger("akira_bot")
 
@@ -178,6 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as exc:
         print(f"akira-bot: {exc}", file=sys.stderr)
         return exc.code
+    except (LLMError, EmbeddingError, EmotionError, StorageError) as exc:
+        # Expected failures (a model that cannot load, a database that cannot open) are
+        # explained in one line; secrets were already kept out of these messages.
+        print(f"akira-bot: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 
