@@ -16,10 +16,18 @@ Mode = Literal["ok", "error", "hang"]
 
 
 class FakeOpenAI:
-    def __init__(self, *, mode: Mode = "ok", delay_s: float = 0.0, reply: str = "ok") -> None:
+    def __init__(
+        self,
+        *,
+        mode: Mode = "ok",
+        delay_s: float = 0.0,
+        reply: str = "ok",
+        reasoning: str | None = None,
+    ) -> None:
         self.mode: Mode = mode
         self.delay_s = delay_s
         self.reply = reply
+        self.reasoning = reasoning  # sent as ``reasoning_content`` (DeepSeek, vLLM)
         self.requests: list[dict[str, Any]] = []  # chat requests (not extraction)
         self.answered = 0
         self._runner: web.AppRunner | None = None
@@ -70,16 +78,17 @@ class FakeOpenAI:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         self.answered += 1
-        return web.json_response(_completion(self.reply))
+        return web.json_response(_completion(self.reply, self.reasoning))
 
 
-def _completion(text: str) -> dict[str, Any]:
+def _completion(text: str, reasoning: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "model": "fake",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
