@@ -27,19 +27,39 @@ from core.storage.sqlite_nodes import SQLiteNodeStore
 # Cosine above which two nodes count as "similar", per embedding model.
 #
 # multilingual-e5-small: every pair of texts sits between ~0.7 and 1.0, so a naive 0.7
-# would link everything. Calibrated on LoCoMo (benchmarks/locomo.py --calibrate, the 3
-# dev conversations, texts as stored: "Speaker: turn"): over random pairs of turns of one
-# conversation the median cosine is 0.80 and the 99th percentile 0.873; pairs of turns
-# cited together as evidence for one question have median 0.843. 0.875 keeps about 1% of
-# random pairs (a handful of links per node at 1k nodes, and top-k caps it) while ~22% of
-# evidence pairs pass.
-# hashing-256 (tests, installs without ML): random pairs median 0.03, 99th percentile
-# 0.21; 0.22 is the same 1% cut.
+# would link everything. Calibrated on LoCoMo (benchmarks/locomo.py --calibrate: the 3 dev
+# conversations, turns embedded as stored, "Speaker: text" after the previous turn): over
+# random pairs of turns of one conversation the median cosine is 0.876, the 99th
+# percentile 0.938; pairs of turns cited together as evidence for one question have median
+# 0.891 (barely above random). 0.935 passes 1.4% of random pairs and 5.4% of evidence
+# pairs: few, fairly specific links (top-k caps them at 5 a node).
+# hashing-256: random pairs median 0.41, 99th percentile 0.66 (same procedure); 0.66.
 SIMILARITY_THRESHOLDS: dict[str, float] = {
-    "multilingual-e5-small-q4": 0.875,
-    "hashing-256": 0.22,
+    "multilingual-e5-small-q4": 0.935,
+    "hashing-256": 0.66,
 }
 DEFAULT_SIMILARITY_THRESHOLD = 0.85  # unknown models: conservative for e5-like spreads
+
+
+# How much a query-to-node cosine says, per model: (noise level, clearly related). Below
+# the first a vector hit is no search seed; between the two its rank score is scaled.
+# multilingual-e5-small on LoCoMo: question vs. random turn median 0.793 (90th pct 0.828),
+# vs. an evidence turn median 0.840 (10th pct 0.801).
+# hashing-256 on LoCoMo: question vs. random turn median 0.17, vs. an evidence turn median
+# 0.24; short Portuguese lines that share only a function word reach 0.3 ("Fico nervoso
+# em grupos" / "Minha irmã vai casar em junho": 0.32), so the range is wide.
+SEED_RANGES: dict[str, tuple[float, float]] = {
+    "multilingual-e5-small-q4": (0.78, 0.86),
+    "hashing-256": (0.15, 0.6),
+}
+
+
+def seed_range(model: str) -> tuple[float, float]:
+    if model in SEED_RANGES:
+        return SEED_RANGES[model]
+    if model.startswith("hashing-"):
+        return SEED_RANGES["hashing-256"]
+    return (0.0, 0.5)
 
 
 def similarity_threshold(model: str) -> float:
@@ -104,9 +124,19 @@ class ConnectionDetector:
                     )
                 )
 
-        latest = await self.graph.latest_node(node.owner, at=node.timestamp, exclude=node.id)
-        if latest is not None:
-            latest_id, latest_at = latest
+        # The latest node, and the person's own latest message of the same type when a
+        # reply sits in between: msg -> reply -> msg chains stay two hops short.
+        latest = [await self.graph.latest_node(node.owner, at=node.timestamp, exclude=node.id)]
+        if latest[0] is not None:
+            latest.append(
+                await self.graph.latest_node(
+                    node.owner, at=node.timestamp, exclude=node.id, node_type=node.type.value
+                )
+            )
+        for item in latest:
+            if item is None:
+                continue
+            latest_id, latest_at = item
             gap = node.timestamp - latest_at
             if gap <= cfg.follow_up_window:
                 minutes = int(gap.total_seconds() // 60)
@@ -116,13 +146,12 @@ class ConnectionDetector:
                     )
                 )
             elif cfg.resume:
-                days = gap.days
                 add(
                     Connection(
                         latest_id,
                         "resumes",
                         cfg.resume_strength,
-                        f"first message after {days} day(s)",
+                        f"first message after {gap.days} day(s)",
                     )
                 )
 

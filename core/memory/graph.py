@@ -72,7 +72,9 @@ class GraphMemory(ConversationMemory):
         self.detector = ConnectionDetector(
             self.graph, storage.nodes, embedder.name, self.config.connections
         )
-        self.searcher = GraphSearcher(self.graph, storage.nodes, self.config.search)
+        self.searcher = GraphSearcher(
+            self.graph, storage.nodes, self.config.search, model=embedder.name
+        )
         self._checked = False
 
     @property

@@ -18,6 +18,7 @@ from datetime import datetime
 import numpy as np
 
 from core.memory.base import RecalledNode
+from core.memory.connections import seed_range
 from core.memory.tags import STOP_WORDS
 from core.storage.records import MemoryNode
 from core.storage.sqlite_graph import GraphStore
@@ -30,11 +31,16 @@ class SearchConfig:
     rrf_k: float = 60.0
     vector_weight: float = 1.0
     text_weight: float = 1.0
-    hop_decay: float = 0.5  # each hop keeps strength x decay of its parent's score
+    hop_decay: float = 0.7  # each hop keeps strength x decay of its parent's score
     expand_seeds: int = 10  # seeds whose neighbourhood is walked
     max_edges_per_node: int = 12  # strongest edges followed from one node
     boost_share: float = 0.5  # share of a propagated score added to a seed it reaches
     relation_weights: tuple[tuple[str, float], ...] = ()  # optional per-relation factor
+    # A vector hit's rank score is scaled by its cosine mapped linearly from
+    # ``min_similarity`` (0: noise, not a seed — top-k always returns something) to
+    # ``full_similarity`` (1). None: by model, see core.memory.connections.SEED_RANGES.
+    min_similarity: float | None = None
+    full_similarity: float | None = None
 
 
 @dataclass(slots=True)
@@ -50,11 +56,23 @@ class GraphSearcher:
     """Runs :func:`search` against one graph store and node store."""
 
     def __init__(
-        self, graph: GraphStore, nodes: SQLiteNodeStore, config: SearchConfig | None = None
+        self,
+        graph: GraphStore,
+        nodes: SQLiteNodeStore,
+        config: SearchConfig | None = None,
+        *,
+        model: str = "",
     ) -> None:
         self.graph = graph
         self.nodes = nodes
         self.config = config or SearchConfig()
+        lo, hi = seed_range(model)
+        self.min_similarity = (
+            self.config.min_similarity if self.config.min_similarity is not None else lo
+        )
+        self.full_similarity = (
+            self.config.full_similarity if self.config.full_similarity is not None else hi
+        )
 
     async def search(
         self,
@@ -79,16 +97,21 @@ class GraphSearcher:
             vector_hits = await self.graph.vector_search(
                 owner, query_vector, k=cfg.seed_k, scopes=scopes, at=at
             )
+            vector_hits = [(i, s) for i, s in vector_hits if s > self.min_similarity]
         text_hits = await self.graph.text_search(
             owner, query, k=cfg.seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
         )
         hits: dict[str, _Hit] = {}
         best = cfg.vector_weight * (query_vector is not None) + cfg.text_weight
         norm = (cfg.rrf_k + 1) / max(best, 1e-9)
-        for weight, ranked in ((cfg.vector_weight, vector_hits), (cfg.text_weight, text_hits)):
-            for rank, (node_id, _score) in enumerate(ranked, start=1):
-                hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
-                hit.score += weight / (cfg.rrf_k + rank) * norm
+        span = max(self.full_similarity - self.min_similarity, 1e-6)
+        for rank, (node_id, sim) in enumerate(vector_hits, start=1):
+            confidence = min(1.0, (sim - self.min_similarity) / span)
+            hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
+            hit.score += cfg.vector_weight / (cfg.rrf_k + rank) * norm * confidence
+        for rank, (node_id, _relevance) in enumerate(text_hits, start=1):
+            hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
+            hit.score += cfg.text_weight / (cfg.rrf_k + rank) * norm
         if not hits:
             return []
 

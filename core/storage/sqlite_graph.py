@@ -175,9 +175,9 @@ class GraphStore(OwnedData):
 
     @abstractmethod
     async def latest_node(
-        self, owner: str, *, at: datetime, exclude: str | None = None
+        self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
     ) -> tuple[str, datetime] | None:
-        """The owner's most recent node at or before ``at``."""
+        """The owner's most recent node (of ``node_type``, if given) at or before ``at``."""
 
     @abstractmethod
     async def previous_in_chat(
@@ -301,6 +301,7 @@ class SQLiteGraphStore(GraphStore):
         # a typical chat user has a few thousand rows). The newest owner always stays.
         self.max_cached_rows = max_cached_rows
         self._cache: OrderedDict[str, _OwnerVectors] = OrderedDict()
+        self._cached_rows = 0
         self._model: tuple[str, int] | None = None
 
     # -- model -------------------------------------------------------------------------
@@ -340,7 +341,7 @@ class SQLiteGraphStore(GraphStore):
                 " VALUES (?, ?, ?, ?, ?)",
                 [(nid, owner, model, len(v), _blob(v)) for nid, owner, v in rows],
             )
-        self._cache.clear()
+        self._drop()
         self._model = None
 
     async def nodes_without_vector(self, model: str, limit: int) -> list[tuple[str, str, str]]:
@@ -370,7 +371,11 @@ class SQLiteGraphStore(GraphStore):
         if vector is not None:
             cached = self._cache.get(node.owner)
             if cached is not None:
+                before = cached.n
                 cached.append(node.id, _as_vector(vector), to_ts(node.timestamp), node.scope)
+                self._cached_rows += cached.n - before
+                self._cache.move_to_end(node.owner)
+                self._evict()
         return True
 
     async def _write_graph_rows(
@@ -420,13 +425,14 @@ class SQLiteGraphStore(GraphStore):
     # -- reads -------------------------------------------------------------------------
 
     async def latest_node(
-        self, owner: str, *, at: datetime, exclude: str | None = None
+        self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
     ) -> tuple[str, datetime] | None:
-        row = await self.db.fetchone(
-            "SELECT id, ts FROM nodes WHERE owner = ? AND ts <= ? AND id != ?"
-            " ORDER BY ts DESC, rowid DESC LIMIT 1",
-            (owner, to_ts(at), exclude or ""),
-        )
+        sql = "SELECT id, ts FROM nodes WHERE owner = ? AND ts <= ? AND id != ?"
+        params: list[Any] = [owner, to_ts(at), exclude or ""]
+        if node_type is not None:
+            sql += " AND type = ?"
+            params.append(node_type)
+        row = await self.db.fetchone(sql + " ORDER BY ts DESC, rowid DESC LIMIT 1", params)
         if row is None:
             return None
         return row["id"], from_ts(row["ts"])
@@ -486,14 +492,21 @@ class SQLiteGraphStore(GraphStore):
                 row["scope"],
             )
         self._cache[owner] = vectors
+        self._cached_rows += vectors.n
         self._evict()
         return vectors
 
     def _evict(self) -> None:
-        total = sum(v.n for v in self._cache.values())
-        while total > self.max_cached_rows and len(self._cache) > 1:
+        while self._cached_rows > self.max_cached_rows and len(self._cache) > 1:
             _, dropped = self._cache.popitem(last=False)
-            total -= dropped.n
+            self._cached_rows -= dropped.n
+
+    def _drop(self, owner: str | None = None) -> None:
+        if owner is None:
+            self._cache.clear()
+            self._cached_rows = 0
+        elif (dropped := self._cache.pop(owner, None)) is not None:
+            self._cached_rows -= dropped.n
 
     def cache_info(self) -> dict[str, int]:
         return {
@@ -636,7 +649,7 @@ class SQLiteGraphStore(GraphStore):
             for table in ("graph_connections", "graph_tags", "graph_embeddings"):
                 cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
                 removed += cur.rowcount or 0
-        self._cache.pop(owner, None)
+        self._drop(owner)
         return removed
 
 
