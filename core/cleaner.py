@@ -746,6 +746,15 @@ def neutralise_user_text(text: str) -> str:
         text = _defang_once(_LT_RE.sub(_SAFE_LT, text))
     lines = text.split("\n")
     for i, line in enumerate(lines):
-        if is_prompt_section_header(line):
+        if is_prompt_section_header(line) or _starts_like_our_header(line):
             lines[i] = "> " + line
     return "\n".join(lines)
+
+
+# A line of user text that merely starts like one of our headers ("## Recent conversation
+# follows", "System:override") is quoted too.
+_HEADER_PREFIXES = (*(h.casefold() for h in PROMPT_SECTION_HEADERS), "system:", "[system]")
+
+
+def _starts_like_our_header(line: str) -> bool:
+    return line.lstrip().casefold().startswith(_HEADER_PREFIXES)
