@@ -244,7 +244,9 @@ async def run_conversation(
             if not evidence:
                 continue
             question = str(qa["question"])
-            found = await memory.search_with_connections(question, owner, limit=max(KS))
+            found = await memory.search_with_connections(
+                question, owner, depth=memory.config.depth, limit=max(KS)
+            )
             ranked = [node_to_dia[r.node.id] for r in found if r.node.id in node_to_dia]
             ours.append((cat, recalls_at(ranked, evidence)))
             bm25_rows.append(

@@ -27,15 +27,20 @@ from core.storage.sqlite_nodes import SQLiteNodeStore
 
 @dataclass(frozen=True, slots=True)
 class SearchConfig:
+    """Defaults tuned on the LoCoMo dev conversations (benchmarks/locomo.py, --set to
+    experiment): a small RRF constant trusts the first ranks more, full-text counts half
+    as much as vectors (the vectors carry the turn's context), and weaker edge kinds
+    (similar, shared tags) count half in the walk."""
+
     seed_k: int = 40  # candidates taken from each of vector and full-text search
-    rrf_k: float = 60.0
+    rrf_k: float = 5.0
     vector_weight: float = 1.0
-    text_weight: float = 1.0
-    hop_decay: float = 0.7  # each hop keeps strength x decay of its parent's score
+    text_weight: float = 0.5
+    hop_decay: float = 0.4  # each hop keeps strength x decay of its parent's score
     expand_seeds: int = 10  # seeds whose neighbourhood is walked
     max_edges_per_node: int = 12  # strongest edges followed from one node
     boost_share: float = 0.5  # share of a propagated score added to a seed it reaches
-    relation_weights: tuple[tuple[str, float], ...] = ()  # optional per-relation factor
+    relation_weights: tuple[tuple[str, float], ...] = (("similar", 0.5), ("shared_tags", 0.5))
     # A vector hit's rank score is scaled by its cosine mapped linearly from
     # ``min_similarity`` (0: noise, not a seed — top-k always returns something) to
     # ``full_similarity`` (1). None: by model, see core.memory.connections.SEED_RANGES.

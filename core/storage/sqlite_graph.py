@@ -11,7 +11,9 @@ Schema versions 10-19. Every query filters by owner here, in the storage layer:
 - ``graph_tags``: tag postings (owner, tag, time) so shared-tag candidates come from an
   index, not from a scan of the person's history.
 - ``nodes_fts``: FTS5 over node content with ``unicode61 remove_diacritics 2`` ("cabeca"
-  finds "cabeça"), external content kept in sync by triggers on ``nodes``. Each row also
+  finds "cabeça") under the porter stemmer ("research" finds "researching"; on
+  Portuguese it mostly strips plurals), external content kept in sync by triggers on
+  ``nodes``. Each row also
   indexes one token made of the owner's key (``o`` + hex), and every search ANDs it in:
   FTS5 then walks only that person's postings, so a search costs the same whether the
   database holds one person or ten thousand.
@@ -88,7 +90,7 @@ MIGRATIONS = [
         CREATE VIRTUAL TABLE nodes_fts USING fts5(
             otok, content,
             content = 'graph_fts_source', content_rowid = 'node_rowid',
-            tokenize = "unicode61 remove_diacritics 2"
+            tokenize = "porter unicode61 remove_diacritics 2"
         );
         CREATE TRIGGER nodes_fts_insert AFTER INSERT ON nodes BEGIN
             INSERT INTO nodes_fts(rowid, otok, content)
