@@ -44,6 +44,7 @@ def _print_json(data: Any) -> None:
 
 
 async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
+    """Hybrid search over USER's memory graph: vector + full-text seeds, then connections."""
     async with open_engine(settings) as engine:
         recall = await engine.services.memory.recall(
             args.user, args.query, scopes=None, limit=args.limit
@@ -51,12 +52,15 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     results = [
         {
             "id": item.node.id,
+            "owner": item.node.owner,
             "timestamp": item.node.timestamp.isoformat(),
             "type": item.node.type.value,
             "content": item.node.content,
             "score": round(item.score, 4),
             "reason": item.reason,
+            "depth": item.depth,
             "chat_id": item.node.chat_id,
+            "scope": item.node.scope,
             "tags": item.node.tags,
         }
         for item in recall.nodes
@@ -65,9 +69,14 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         _print_json({"user": args.user, "query": args.query, "results": results})
         return 0
     if not results:
-        print("no memories found")
+        print(f"no memories of {args.user} found for {args.query!r}")
+        return 0
+    print(f"memories of {args.user} for {args.query!r}:")
     for i, r in enumerate(results, 1):
-        print(f"{i:>2}. [{r['timestamp'][:16]}] ({r['score']:.3f}, {r['reason']}) {r['content']}")
+        who = "AKIRA" if r["type"] == "akira_response" else "user"
+        when = r["timestamp"][:16].replace("T", " ")
+        print(f"{i:>2}. [{when} UTC] {who}: {r['content']}")
+        print(f"    score {r['score']:.3f}, {r['reason']}; tags: {', '.join(r['tags']) or '-'}")
     return 0
 
 

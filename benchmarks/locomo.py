@@ -319,8 +319,7 @@ def calibrate(data: list[dict[str, Any]], embedder: Embedder, seed: int = 7) -> 
     return out
 
 
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    data = json.loads(Path(args.data).read_text(encoding="utf-8"))
+async def main_async(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str, Any]:
     if args.conversations:
         data = data[: args.conversations]
     inner = build_embedder(args.embedder)
@@ -368,7 +367,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--calibrate", action="store_true", help="print the similarity spread")
     args = parser.parse_args(argv)
-    print(json.dumps(asyncio.run(main_async(args)), indent=2))
+    data = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    print(json.dumps(asyncio.run(main_async(args, data)), indent=2))
 
 
 if __name__ == "__main__":

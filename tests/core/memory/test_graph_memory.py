@@ -306,7 +306,7 @@ async def test_refuses_to_mix_embedding_models(tmp_path: Path) -> None:
         )
     async with SQLiteStorage(path) as storage:
         other = GraphMemory(storage, HashingEmbedder(128))
-        with pytest.raises(EmbeddingModelMismatch, match="hashing-256.*hashing-128"):
+        with pytest.raises(EmbeddingModelMismatch, match=r"hashing-256.*hashing-128"):
             await other.store(node("z2", "Tomo remédio?", T0 + timedelta(minutes=1)))
         with pytest.raises(EmbeddingModelMismatch):
             await other.recall(OWNER, "dor", scopes=None)

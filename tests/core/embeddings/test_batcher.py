@@ -1,0 +1,59 @@
+"""Micro-batching: concurrent calls share one model call, run off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from core.embeddings import Embedder, HashingEmbedder
+from core.embeddings.batcher import EmbeddingBatcher
+
+
+class CountingEmbedder(Embedder):
+    """A real hashing embedder that records batch sizes and the thread it ran on."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(64)
+        self.name, self.dim = self.inner.name, self.inner.dim
+        self.sizes: list[int] = []
+        self.threads: set[int] = set()
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        self.sizes.append(len(texts))
+        self.threads.add(threading.get_ident())
+        if any(t == "boom" for t in texts):
+            raise RuntimeError("model failed")
+        return self.inner.embed_passages(texts)
+
+
+async def test_concurrent_calls_share_batches_off_the_loop() -> None:
+    embedder = CountingEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=8, max_wait_ms=20)
+    texts = [f"mensagem {i}" for i in range(20)]
+    vectors = await asyncio.gather(*(batcher.embed_passage(t) for t in texts))
+    assert sorted(embedder.sizes, reverse=True) == [8, 8, 4]
+    assert threading.get_ident() not in embedder.threads
+    for text, vector in zip(texts, vectors, strict=True):
+        assert np.allclose(vector, embedder.inner.embed_passage(text))
+
+
+async def test_a_lone_call_waits_at_most_max_wait() -> None:
+    batcher = EmbeddingBatcher(CountingEmbedder(), max_batch=32, max_wait_ms=5)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await batcher.embed_query("oi")
+    assert loop.time() - start < 1.0
+
+
+async def test_a_failure_reaches_every_waiter() -> None:
+    batcher = EmbeddingBatcher(CountingEmbedder(), max_batch=4, max_wait_ms=20)
+    results = await asyncio.gather(
+        batcher.embed_passage("ok"), batcher.embed_passage("boom"), return_exceptions=True
+    )
+    assert all(isinstance(r, RuntimeError) for r in results)
+    with pytest.raises(ValueError):
+        EmbeddingBatcher(CountingEmbedder(), max_batch=0)
