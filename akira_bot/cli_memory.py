@@ -72,11 +72,12 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         print(f"no memories of {args.user} found for {args.query!r}")
         return 0
     print(f"memories of {args.user} for {args.query!r}:")
-    for i, r in enumerate(results, 1):
-        who = "AKIRA" if r["type"] == "akira_response" else "user"
-        when = r["timestamp"][:16].replace("T", " ")
-        print(f"{i:>2}. [{when} UTC] {who}: {r['content']}")
-        print(f"    score {r['score']:.3f}, {r['reason']}; tags: {', '.join(r['tags']) or '-'}")
+    for i, item in enumerate(recall.nodes, 1):
+        found = item.node
+        who = "AKIRA" if found.type.value == "akira_response" else "user"
+        when = found.timestamp.isoformat()[:16].replace("T", " ")
+        print(f"{i:>2}. [{when} UTC] {who}: {found.content}")
+        print(f"    score {item.score:.3f}, {item.reason}; tags: {', '.join(found.tags) or '-'}")
     return 0
 
 

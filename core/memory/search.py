@@ -155,14 +155,15 @@ class GraphSearcher:
             for node_id, (score, parent, relation) in proposals.items():
                 if not self._allowed(known.get(node_id), owner, scopes, at):
                     continue  # never walk into another scope, the future or a vanished node
-                hit = hits.get(node_id)
-                if hit is None:
+                known_hit = hits.get(node_id)
+                if known_hit is None:
                     hits[node_id] = _Hit(score, level, parent, relation)
                     next_frontier.append(node_id)
-                elif hit.seed:
-                    hit.score += cfg.boost_share * score
-                elif score > hit.score:
-                    hit.score, hit.depth, hit.via, hit.relation = score, level, parent, relation
+                elif known_hit.seed:
+                    known_hit.score += cfg.boost_share * score
+                elif score > known_hit.score:
+                    known_hit.score, known_hit.depth = score, level
+                    known_hit.via, known_hit.relation = parent, relation
             frontier = sorted(next_frontier, key=lambda i: -hits[i].score)[: cfg.expand_seeds]
 
         ranked = sorted(
