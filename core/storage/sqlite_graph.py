@@ -113,6 +113,7 @@ MIGRATIONS = [
 
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
 MAX_FTS_TERMS = 24  # a pasted essay must not become a 500-term OR query
+FTS_WINDOW = 2000  # latest matching rows ranked by bm25 per full-text search
 
 
 class EmbeddingModelMismatch(StorageError):
@@ -554,19 +555,27 @@ class SQLiteGraphStore(GraphStore):
         if scopes is not None and not scopes:
             return []
         excluded = set(exclude)
+        # bm25 is computed for the owner's latest ``FTS_WINDOW`` matching rows only (FTS5
+        # walks the doclist newest first and stops): a common word costs the same at 1k
+        # or 100k messages, and chat memory favours the recent anyway.
         sql = (
-            "SELECT n.id, -bm25(nodes_fts, 0.0, 1.0) AS relevance FROM nodes_fts"
-            " JOIN nodes n ON n.rowid = nodes_fts.rowid"
-            " WHERE nodes_fts MATCH ? AND n.owner = ?"
+            "SELECT n.id, f.relevance FROM ("
+            "  SELECT rowid AS rid, -bm25(nodes_fts, 0.0, 1.0) AS relevance FROM nodes_fts"
+            "  WHERE nodes_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+            ") AS f JOIN nodes n ON n.rowid = f.rid WHERE n.owner = ?"
         )
-        params: list[Any] = [f"otok : {owner_token(owner)} AND content : ({expression})", owner]
+        params: list[Any] = [
+            f"otok : {owner_token(owner)} AND content : ({expression})",
+            FTS_WINDOW,
+            owner,
+        ]
         if scopes is not None:
             sql += f" AND n.scope IN ({', '.join('?' * len(scopes))})"
             params.extend(scopes)
         if at is not None:
             sql += " AND n.ts <= ?"
             params.append(to_ts(at))
-        sql += " ORDER BY relevance DESC LIMIT ?"
+        sql += " ORDER BY f.relevance DESC LIMIT ?"
         params.append(k + len(excluded))
         rows = await self.db.fetchall(sql, params)
         return [(r[0], float(r[1])) for r in rows if r[0] not in excluded][:k]
