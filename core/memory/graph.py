@@ -237,7 +237,7 @@ class GraphMemory(ConversationMemory):
                         other not in proposals or proposals[other][0] < score
                     ):
                         proposals[other] = (score, level, end, edge.relation_type)
-            loaded = {n.id: n for n in await self.storage.nodes.get_many(owner, list(proposals))}
+            loaded = await self.graph.get_nodes(owner, list(proposals))
             frontier = []
             for other, proposal in sorted(proposals.items(), key=lambda kv: -kv[1][0]):
                 found = loaded.get(other)

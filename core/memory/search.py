@@ -191,8 +191,7 @@ class GraphSearcher:
 
     async def _load(self, owner: str, ids: Sequence[str], known: dict[str, MemoryNode]) -> None:
         if ids:
-            for node in await self.nodes.get_many(owner, ids):
-                known[node.id] = node
+            known.update(await self.graph.get_nodes(owner, ids))
 
     @staticmethod
     def _allowed(

@@ -225,6 +225,10 @@ class GraphStore(OwnedData):
         """Every connection touching one of ``node_ids`` (either direction)."""
 
     @abstractmethod
+    async def get_nodes(self, owner: str, node_ids: Sequence[str]) -> dict[str, MemoryNode]:
+        """The owner's nodes among ``node_ids`` (others are left out)."""
+
+    @abstractmethod
     async def vectors(self, owner: str, node_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
 
     @abstractmethod
@@ -593,12 +597,30 @@ class SQLiteGraphStore(GraphStore):
                 f" WHERE owner = ? AND from_id IN ({marks})"
                 " UNION ALL "
                 "SELECT from_id, to_id, relation_type, strength, explanation FROM graph_connections"
-                f" WHERE owner = ? AND to_id IN ({marks})",
+                # "+owner": look rows up by to_id's index, then check the owner (the
+                # planner would otherwise scan every edge of the owner).
+                f" WHERE +owner = ? AND to_id IN ({marks})",
                 (owner, *chunk, owner, *chunk),
             )
             for r in rows:
                 edges[(r[0], r[1], r[2])] = Edge(r[0], r[1], r[2], float(r[3]), r[4])
         return list(edges.values())
+
+    async def get_nodes(self, owner: str, node_ids: Sequence[str]) -> dict[str, MemoryNode]:
+        """Nodes by id, the owner's only. Looked up by primary key, then the owner is
+        checked ("+owner" keeps SQLite from scanning the owner's whole history)."""
+        found: dict[str, MemoryNode] = {}
+        ids = list(dict.fromkeys(node_ids))
+        for start in range(0, len(ids), 400):
+            chunk = ids[start : start + 400]
+            rows = await self.db.fetchall(
+                f"SELECT {NODE_COLUMNS} FROM nodes WHERE id IN ({', '.join('?' * len(chunk))})"
+                " AND +owner = ?",
+                (*chunk, owner),
+            )
+            for row in rows:
+                found[row["id"]] = node_from_row(row)
+        return found
 
     async def connections_of(self, owner: str, node_id: str) -> list[Connection]:
         """Outgoing connections of one node, strongest first."""
