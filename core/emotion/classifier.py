@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from core.embeddings import Embedder
+from core.embeddings import Embedder, HashingEmbedder
 from core.emotion.detector import (
     EmotionDetector,
     EmotionError,
     EmotionReading,
     WeightsMismatchError,
 )
+from core.emotion.language import guess_language
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_WEIGHTS = WEIGHTS_DIR / "classifier.npz"
@@ -31,8 +32,9 @@ DEFAULT_WEIGHTS = WEIGHTS_DIR / "classifier.npz"
 
 @dataclass
 class Head:
-    """Standardise -> optional ReLU hidden layer -> linear -> softmax, plus a per-class
-    log-prior adjustment (chosen on held-out training data, see ``train.py``)."""
+    """Standardise -> optional ReLU hidden layer -> linear -> softmax, plus per-class
+    log-prior adjustments (chosen on out-of-fold training predictions, see ``train.py``):
+    ``log_adjust`` for English/unknown text, ``log_adjust_pt`` for Portuguese."""
 
     labels: tuple[str, ...]
     mean: np.ndarray
@@ -42,22 +44,38 @@ class Head:
     w_hidden: np.ndarray | None = None
     b_hidden: np.ndarray | None = None
     log_adjust: np.ndarray | None = None
+    log_adjust_pt: np.ndarray | None = None
+    # Width of the hashed word/char-trigram block appended to the sentence embedding
+    # (0 = embedding only). Lexical cues (insults, "kkk") complement the embedding.
+    hash_dim: int = 0
 
     @property
     def dim(self) -> int:
-        return int(self.mean.shape[0])
+        """The sentence-embedding dimension the head expects."""
+        return int(self.mean.shape[0]) - self.hash_dim
 
-    def logits(self, vectors: np.ndarray) -> np.ndarray:
+    def features(self, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+        return features(vectors, texts, self.hash_dim)
+
+    def raw_logits(self, vectors: np.ndarray) -> np.ndarray:
         z = (np.asarray(vectors, dtype=np.float32) - self.mean) / self.scale
         if self.w_hidden is not None and self.b_hidden is not None:
             z = np.maximum(z @ self.w_hidden + self.b_hidden, 0.0)
-        out = z @ self.w_out + self.b_out
+        return np.asarray(z @ self.w_out + self.b_out, dtype=np.float32)
+
+    def logits(self, vectors: np.ndarray, languages: Sequence[str] | None = None) -> np.ndarray:
+        """Adjusted logits; ``languages`` ("pt"/"en" per row) selects the adjustment."""
+        out = self.raw_logits(vectors)
         if self.log_adjust is not None:
             out = out + self.log_adjust
-        return np.asarray(out, dtype=np.float32)
+        if self.log_adjust_pt is not None and languages is not None:
+            pt = np.array([lang == "pt" for lang in languages], dtype=bool)
+            base = self.log_adjust if self.log_adjust is not None else 0.0
+            out[pt] += self.log_adjust_pt - base
+        return out
 
-    def proba(self, vectors: np.ndarray) -> np.ndarray:
-        return softmax(self.logits(vectors))
+    def proba(self, vectors: np.ndarray, languages: Sequence[str] | None = None) -> np.ndarray:
+        return softmax(self.logits(vectors, languages))
 
     def save(self, path: Path) -> None:
         arrays: dict[str, Any] = {
@@ -66,6 +84,7 @@ class Head:
             "scale": self.scale.astype(np.float32),
             "w_out": self.w_out.astype(np.float32),
             "b_out": self.b_out.astype(np.float32),
+            "hash_dim": np.array(self.hash_dim),
         }
         if self.w_hidden is not None and self.b_hidden is not None:
             # float16 halves the file; the hidden layer loses nothing measurable.
@@ -73,6 +92,8 @@ class Head:
             arrays["b_hidden"] = self.b_hidden.astype(np.float32)
         if self.log_adjust is not None:
             arrays["log_adjust"] = self.log_adjust.astype(np.float32)
+        if self.log_adjust_pt is not None:
+            arrays["log_adjust_pt"] = self.log_adjust_pt.astype(np.float32)
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(path, **arrays)
 
@@ -92,7 +113,18 @@ class Head:
                 w_hidden=get("w_hidden"),
                 b_hidden=get("b_hidden"),
                 log_adjust=get("log_adjust"),
+                log_adjust_pt=get("log_adjust_pt"),
+                hash_dim=int(data["hash_dim"]) if "hash_dim" in data.files else 0,
             )
+
+
+def features(vectors: np.ndarray, texts: Sequence[str], hash_dim: int) -> np.ndarray:
+    """The head's input: sentence vectors, then (if ``hash_dim``) hashed lexical features."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if not hash_dim:
+        return vectors
+    lexical = HashingEmbedder(dim=hash_dim).embed_passages(list(texts))
+    return np.concatenate([vectors, lexical], axis=1)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -155,7 +187,9 @@ class ClassifierDetector(EmotionDetector):
 
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities, columns in :attr:`labels` order."""
-        return self._head.proba(self._embedder.embed_queries(list(texts)))
+        languages = [guess_language(t) for t in texts]
+        vectors = self._embedder.embed_queries(list(texts))
+        return self._head.proba(self._head.features(vectors, texts), languages)
 
     def _detect_batch(self, texts: Sequence[str]) -> list[EmotionReading]:
         proba = self.probabilities(texts)

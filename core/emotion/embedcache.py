@@ -1,13 +1,15 @@
-"""Chunked on-disk cache of embeddings, so training and evaluation can be re-run cheaply.
+"""On-disk cache of embeddings per text, so training and evaluation can be re-run cheaply.
 
-Keys are the embedder name plus the texts of a chunk; a chunk is written as soon as it is
-embedded, so an interrupted run resumes where it stopped.
+Each file holds one chunk (texts + vectors) for one embedder, named after the embedder
+and a digest; a chunk is written as soon as it is embedded, so an interrupted run resumes
+where it stopped, and any subset or reordering of already-seen texts costs nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,32 +22,46 @@ log = logging.getLogger(__name__)
 CHUNK = 256
 
 
+def _prefix(embedder: Embedder) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{embedder.name}-{embedder.dim}")
+
+
+def load_cache(embedder: Embedder, cache_dir: Path) -> dict[str, np.ndarray]:
+    known: dict[str, np.ndarray] = {}
+    for path in sorted(cache_dir.glob(f"{_prefix(embedder)}--*.npz")):
+        with np.load(path, allow_pickle=False) as data:
+            for text, vector in zip(data["texts"], data["vectors"], strict=True):
+                known[str(text)] = vector
+    return known
+
+
+def save_chunk(
+    embedder: Embedder, cache_dir: Path, texts: Sequence[str], vectors: np.ndarray
+) -> None:
+    digest = hashlib.sha1("\x1f".join(texts).encode("utf-8")).hexdigest()[:16]
+    path = cache_dir / f"{_prefix(embedder)}--{digest}.npz"
+    np.savez(path, texts=np.array(list(texts)), vectors=vectors.astype(np.float32))
+
+
 def embed_cached(
     embedder: Embedder, texts: Sequence[str], cache_dir: Path | None, *, chunk: int = CHUNK
 ) -> np.ndarray:
-    """``embedder.embed_queries`` over ``texts``; chunks found in ``cache_dir`` are reused.
+    """``embedder.embed_queries`` over ``texts``, reusing vectors found in ``cache_dir``.
 
     e5 models want the ``query:`` prefix for classification-like (symmetric) uses.
     """
-    parts: list[np.ndarray] = []
+    known: dict[str, np.ndarray] = {}
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
-    for start in range(0, len(texts), chunk):
-        block = list(texts[start : start + chunk])
-        path = None
-        if cache_dir is not None:
-            digest = hashlib.sha1(
-                ("\x1f".join([embedder.name, str(embedder.dim), *block])).encode("utf-8")
-            ).hexdigest()
-            path = cache_dir / f"{digest}.npy"
-            if path.exists():
-                parts.append(np.load(path))
-                continue
+        known = load_cache(embedder, cache_dir)
+    missing = list(dict.fromkeys(t for t in texts if t not in known))
+    for start in range(0, len(missing), chunk):
+        block = missing[start : start + chunk]
         vectors = embedder.embed_queries(block).astype(np.float32)
-        if path is not None:
-            np.save(path, vectors)
-        parts.append(vectors)
-        log.info("embedded %d/%d", min(start + chunk, len(texts)), len(texts))
-    if not parts:
+        if cache_dir is not None:
+            save_chunk(embedder, cache_dir, block, vectors)
+        known.update(zip(block, vectors, strict=True))
+        log.info("embedded %d/%d new texts", min(start + chunk, len(missing)), len(missing))
+    if not texts:
         return np.zeros((0, embedder.dim), dtype=np.float32)
-    return np.concatenate(parts, axis=0)
+    return np.stack([known[t] for t in texts]).astype(np.float32)
