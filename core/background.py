@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable
 
@@ -19,13 +20,17 @@ class BackgroundTasks:
 
     def spawn(self, work: Awaitable[None], name: str = "background") -> None:
         async def run() -> None:
-            async with self._semaphore:
-                try:
+            try:
+                async with self._semaphore:
                     await work
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("background task %s failed", name)
+            except asyncio.CancelledError:
+                # Cancelled before it started (shutdown): close it so it is not reported
+                # as "never awaited". Closing a finished coroutine is harmless.
+                if inspect.iscoroutine(work):
+                    work.close()
+                raise
+            except Exception:
+                log.exception("background task %s failed", name)
 
         task = asyncio.get_running_loop().create_task(run(), name=name)
         self._tasks.add(task)
@@ -41,3 +46,5 @@ class BackgroundTasks:
         _done, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
         for task in pending:
             task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=1.0)

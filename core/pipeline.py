@@ -39,6 +39,9 @@ class PromptSection:
     title: str
     body: str
     order: int = 50
+    # Instructions (tone, rules) rather than remembered data: the cleaner removes echoes
+    # of them from replies. Remembered facts may legitimately be repeated to the user.
+    instruction: bool = False
 
 
 @dataclass

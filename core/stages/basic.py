@@ -243,8 +243,9 @@ class CleanStage:
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
         assert ctx.generation is not None
-        system = ctx.prompt[0].content if ctx.prompt else ""
-        cleaned = clean_reply(ctx.generation.text, echo_sources=[system])
+        echo_sources = [ctx.services.persona.system_prompt(ctx.language)]
+        echo_sources += [s.body for s in ctx.sections if s.instruction]
+        cleaned = clean_reply(ctx.generation.text, echo_sources=echo_sources)
         if cleaned.fell_back:
             ctx.extras["reply_kind"] = ReplyKind.FALLBACK
             ctx.reply_text = t("fallback", ctx.language)

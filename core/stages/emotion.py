@@ -81,7 +81,7 @@ class EmotionTracker:
         lines += [tone.tag, tone.instruction(language)]
         if tone.response_style:
             lines.append(f"Response style: {tone.response_style}")
-        return PromptSection(EMOTION_TITLE, "\n".join(lines), order=10)
+        return PromptSection(EMOTION_TITLE, "\n".join(lines), order=10, instruction=True)
 
 
 class EmotionStage:
