@@ -26,6 +26,7 @@ an LRU over owners.
 from __future__ import annotations
 
 import re
+import sqlite3
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -33,14 +34,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import aiosqlite
 import numpy as np
 
 from core.embeddings.hashing import fold
 from core.storage.base import OwnedData
 from core.storage.database import Database, Migration, StorageError
 from core.storage.records import Connection, MemoryNode, from_ts, to_ts
-from core.storage.sqlite_nodes import NODE_COLUMNS, SQLiteNodeStore, node_from_row
+from core.storage.sqlite_nodes import NODE_COLUMNS, SQLiteNodeStore, insert_node, node_from_row
 
 MIGRATIONS = [
     Migration(
@@ -371,10 +371,16 @@ class SQLiteGraphStore(GraphStore):
         model: str,
         connections: Sequence[Connection] = (),
     ) -> bool:
-        async with self.db.transaction() as conn:
-            if not await self.nodes.insert(conn, node):
+        def write(raw: sqlite3.Connection) -> bool:
+            if not insert_node(raw, node):
                 return False
-            await self._write_graph_rows(conn, node, vector, model, connections)
+            _write_graph_rows(raw, node, vector, model, connections)
+            return True
+
+        # Node, vector, tags and edges in one transaction AND one round trip to the
+        # database thread: the write lock is held for a single hop per message.
+        if not await self.db.run(write):
+            return False
         if vector is not None:
             cached = self._cache.get(node.owner)
             if cached is not None:
@@ -384,50 +390,6 @@ class SQLiteGraphStore(GraphStore):
                 self._cache.move_to_end(node.owner)
                 self._evict()
         return True
-
-    async def _write_graph_rows(
-        self,
-        conn: aiosqlite.Connection,
-        node: MemoryNode,
-        vector: np.ndarray | None,
-        model: str,
-        connections: Sequence[Connection],
-    ) -> None:
-        ts = to_ts(node.timestamp)
-        if vector is not None:
-            await conn.execute(
-                "INSERT OR REPLACE INTO graph_embeddings(node_id, owner, model, dim, vector)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (node.id, node.owner, model, int(np.asarray(vector).shape[-1]), _blob(vector)),
-            )
-        tags = list(dict.fromkeys(node.tags))
-        if tags:
-            await conn.executemany(
-                "INSERT OR IGNORE INTO graph_tags(owner, tag, ts, node_id, ntags) VALUES (?, ?, ?, ?, ?)",
-                [(node.owner, tag, ts, node.id, len(tags)) for tag in tags],
-            )
-        if connections:
-            await conn.executemany(
-                "INSERT OR REPLACE INTO graph_connections"
-                "(owner, from_id, to_id, relation_type, strength, explanation)"
-                " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS"
-                # The target must be the same owner's node: never an edge across people.
-                " (SELECT 1 FROM nodes WHERE id = ? AND owner = ?)",
-                [
-                    (
-                        node.owner,
-                        node.id,
-                        c.node_id,
-                        c.relation_type,
-                        float(c.strength),
-                        c.explanation,
-                        c.node_id,
-                        node.owner,
-                    )
-                    for c in connections
-                    if c.node_id != node.id
-                ],
-            )
 
     # -- reads -------------------------------------------------------------------------
 
@@ -458,19 +420,25 @@ class SQLiteGraphStore(GraphStore):
     async def tag_candidates(
         self, owner: str, tags: Sequence[str], *, per_tag: int = 50
     ) -> dict[str, tuple[int, int]]:
-        found: dict[str, tuple[int, int]] = {}
-        for tag in dict.fromkeys(tags):
-            # Only the latest ``per_tag`` postings of each tag: a common tag ("health")
-            # must not make a message's cost grow with the person's whole history.
-            rows = await self.db.fetchall(
-                "SELECT node_id, ntags FROM graph_tags WHERE owner = ? AND tag = ?"
-                " ORDER BY ts DESC LIMIT ?",
-                (owner, tag, per_tag),
-            )
-            for row in rows:
-                common, ntags = found.get(row[0], (0, int(row[1])))
-                found[row[0]] = (common + 1, ntags)
-        return found
+        unique = list(dict.fromkeys(tags))
+
+        def read(raw: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+            found: dict[str, tuple[int, int]] = {}
+            for tag in unique:
+                # Only the latest ``per_tag`` postings of each tag: a common tag ("health")
+                # must not make a message's cost grow with the person's whole history.
+                rows = raw.execute(
+                    "SELECT node_id, ntags FROM graph_tags WHERE owner = ? AND tag = ?"
+                    " ORDER BY ts DESC LIMIT ?",
+                    (owner, tag, per_tag),
+                ).fetchall()
+                for row in rows:
+                    common, ntags = found.get(row[0], (0, int(row[1])))
+                    found[row[0]] = (common + 1, ntags)
+            return found
+
+        # Every tag's postings in one round trip to the database thread.
+        return await self.db.run(read, write=False) if unique else {}
 
     async def _owner_vectors(self, owner: str) -> _OwnerVectors | None:
         cached = self._cache.get(owner)
@@ -684,6 +652,53 @@ class SQLiteGraphStore(GraphStore):
                 removed += cur.rowcount or 0
         self._drop(owner)
         return removed
+
+
+def _write_graph_rows(
+    raw: sqlite3.Connection,
+    node: MemoryNode,
+    vector: np.ndarray | None,
+    model: str,
+    connections: Sequence[Connection],
+) -> None:
+    """A stored node's vector, tag postings and outgoing edges (database thread, inside
+    the caller's transaction)."""
+    ts = to_ts(node.timestamp)
+    if vector is not None:
+        raw.execute(
+            "INSERT OR REPLACE INTO graph_embeddings(node_id, owner, model, dim, vector)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (node.id, node.owner, model, int(np.asarray(vector).shape[-1]), _blob(vector)),
+        )
+    tags = list(dict.fromkeys(node.tags))
+    if tags:
+        raw.executemany(
+            "INSERT OR IGNORE INTO graph_tags(owner, tag, ts, node_id, ntags) VALUES (?, ?, ?, ?, ?)",
+            [(node.owner, tag, ts, node.id, len(tags)) for tag in tags],
+        )
+    edges = [
+        (
+            node.owner,
+            node.id,
+            c.node_id,
+            c.relation_type,
+            float(c.strength),
+            c.explanation,
+            c.node_id,
+            node.owner,
+        )
+        for c in connections
+        if c.node_id != node.id
+    ]
+    if edges:
+        raw.executemany(
+            "INSERT OR REPLACE INTO graph_connections"
+            "(owner, from_id, to_id, relation_type, strength, explanation)"
+            " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS"
+            # The target must be the same owner's node: never an edge across people.
+            " (SELECT 1 FROM nodes WHERE id = ? AND owner = ?)",
+            edges,
+        )
 
 
 def _as_vector(vector: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -96,6 +97,16 @@ def node_params(node: MemoryNode) -> tuple[Any, ...]:
     )
 
 
+def insert_node(raw: sqlite3.Connection, node: MemoryNode) -> bool:
+    """Insert on the database thread, inside the caller's :meth:`Database.run`
+    transaction; False when the node is a duplicate (nothing written)."""
+    cur = raw.execute(
+        f"INSERT OR IGNORE INTO nodes({NODE_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+        node_params(node),
+    )
+    return (cur.rowcount or 0) > 0
+
+
 def node_to_dict(node: MemoryNode) -> dict[str, Any]:
     return {
         "id": node.id,
@@ -135,8 +146,9 @@ class SQLiteUserStore(UserStore):
     ) -> UserRecord:
         platform, external_id = parse_user_key(key)
         seen = to_ts(seen_at or utcnow())
-        async with self.db.transaction() as conn:
-            await conn.execute(
+
+        def upsert(raw: sqlite3.Connection) -> sqlite3.Row:
+            raw.execute(
                 "INSERT INTO users(key, platform, external_id, display_name, created_at, last_seen_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT(key) DO UPDATE SET"
@@ -144,30 +156,38 @@ class SQLiteUserStore(UserStore):
                 "  last_seen_at = MAX(users.last_seen_at, excluded.last_seen_at)",
                 (key, platform, external_id, display_name, seen, seen),
             )
-        user = await self.get(key)
-        assert user is not None
-        return user
+            row: sqlite3.Row = raw.execute("SELECT * FROM users WHERE key = ?", (key,)).fetchone()
+            return row
+
+        # Upsert and read back in one round trip to the database thread (every message).
+        row = await self.db.run(upsert)
+        assert row is not None
+        return self._from_row(row)
 
     async def get(self, key: str) -> UserRecord | None:
         row = await self.db.fetchone("SELECT * FROM users WHERE key = ?", (key,))
         return self._from_row(row) if row else None
 
     async def update_profile(self, key: str, **fields: Any) -> None:
-        async with self.db.transaction() as conn:
-            async with conn.execute("SELECT profile FROM users WHERE key = ?", (key,)) as cur:
-                row = await cur.fetchone()
+        def update(raw: sqlite3.Connection) -> None:
+            row = raw.execute("SELECT profile FROM users WHERE key = ?", (key,)).fetchone()
             if row is None:
                 raise KeyError(key)
             profile = json.loads(row[0])
             profile.update(fields)
-            await conn.execute(
+            raw.execute(
                 "UPDATE users SET profile = ? WHERE key = ?",
                 (json.dumps(profile, ensure_ascii=False), key),
             )
 
+        await self.db.run(update)
+
     async def set_language(self, key: str, language: str) -> None:
-        async with self.db.transaction() as conn:
-            await conn.execute("UPDATE users SET language = ? WHERE key = ?", (language, key))
+        await self.db.run(
+            lambda raw: raw.execute(
+                "UPDATE users SET language = ? WHERE key = ?", (language, key)
+            ).close()
+        )
 
     async def count(self) -> int:
         row = await self.db.fetchone("SELECT COUNT(*) FROM users")
@@ -197,8 +217,7 @@ class SQLiteNodeStore(NodeStore):
         self.db = db
 
     async def add(self, node: MemoryNode) -> bool:
-        async with self.db.transaction() as conn:
-            return await self.insert(conn, node)
+        return await self.db.run(lambda raw: insert_node(raw, node))
 
     async def insert(self, conn: aiosqlite.Connection, node: MemoryNode) -> bool:
         """Insert inside a caller's transaction (the graph adds its rows beside it)."""
@@ -262,11 +281,12 @@ class SQLiteNodeStore(NodeStore):
         return int(row[0]) if row else 0
 
     async def set_emotion(self, owner: str, node_id: str, label: str, score: float) -> None:
-        async with self.db.transaction() as conn:
-            await conn.execute(
+        await self.db.run(
+            lambda raw: raw.execute(
                 "UPDATE nodes SET emotion = ?, emotion_score = ? WHERE owner = ? AND id = ?",
                 (label, score, owner, node_id),
-            )
+            ).close()
+        )
 
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
         row = await self.db.fetchone(
