@@ -34,7 +34,23 @@ from core.storage import SQLiteStorage
 log = logging.getLogger(__name__)
 
 
+# The embedded 135M model rambles: unless told otherwise, keep its replies short and its
+# sampling cool (it answers in seconds instead of minutes and drifts less).
+LOCAL_MAX_TOKENS = 160
+LOCAL_TEMPERATURE = 0.3
+
+
 def engine_config(settings: Settings) -> EngineConfig:
+    llm = settings.llm
+    local = llm.provider == "local"
+    max_tokens = (
+        LOCAL_MAX_TOKENS if local and "max_tokens" not in llm.model_fields_set else llm.max_tokens
+    )
+    temperature = (
+        LOCAL_TEMPERATURE
+        if local and "temperature" not in llm.model_fields_set
+        else llm.temperature
+    )
     return EngineConfig(
         default_language=settings.bot.default_language,
         max_input_chars=settings.bot.max_input_chars,
@@ -45,8 +61,8 @@ def engine_config(settings: Settings) -> EngineConfig:
         rate_limit_window_s=settings.bot.rate_limit_window_s,
         max_concurrent=settings.bot.max_concurrent,
         max_queue_per_user=settings.bot.max_queue_per_user,
-        reply_max_tokens=settings.llm.max_tokens,
-        reply_temperature=settings.llm.temperature,
+        reply_max_tokens=max_tokens,
+        reply_temperature=temperature,
     )
 
 

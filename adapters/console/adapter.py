@@ -12,6 +12,7 @@ import asyncio
 import getpass
 import signal
 import sys
+import uuid
 import threading
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -88,6 +89,9 @@ class ConsoleAdapter(Adapter):
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
         self._ids = count(1)
+        # Message ids must be unique across runs: the engine drops a repeated
+        # (chat, message id) as a duplicate platform delivery.
+        self._session = uuid.uuid4().hex[:12]
         self._stopped = asyncio.Event()
 
     def _message(self, text: str) -> IncomingMessage:
@@ -99,7 +103,7 @@ class ConsoleAdapter(Adapter):
             chat=ChatRef(PLATFORM, f"console-{self.config.user}", ChatKind.DM),
             author=user,
             text=text,
-            message_id=str(next(self._ids)),
+            message_id=f"{self._session}-{next(self._ids)}",
             sent_at=utcnow(),
             addressed=True,
             command=Command.parse(text),

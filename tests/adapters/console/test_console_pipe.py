@@ -55,11 +55,19 @@ def test_one_reply_line_per_input_line_without_markers(tmp_path: Path) -> None:
 def test_history_is_kept_between_runs_for_the_same_user(tmp_path: Path) -> None:
     first = run_cli(["chat", "--user", "bob"], "Tenho dor de cabeça\n", tmp_path)
     assert first.returncode == 0 and first.stdout.strip() == "Você disse: Tenho dor de cabeça"
+    # A second session is a new conversation turn, not a duplicate delivery of the first.
+    second = run_cli(["chat", "--user", "bob"], "Tomo remédio?\n", tmp_path)
+    assert second.stdout.strip() == "Você disse: Tomo remédio?"
     export = run_cli(["memory", "export", "console:bob"], "", tmp_path)
     assert export.returncode == 0, export.stderr
     data = json.loads(export.stdout)
     contents = [m["content"] for m in data["messages"]]
-    assert contents == ["Tenho dor de cabeça", "Você disse: Tenho dor de cabeça"]
+    assert contents == [
+        "Tenho dor de cabeça",
+        "Você disse: Tenho dor de cabeça",
+        "Tomo remédio?",
+        "Você disse: Tomo remédio?",
+    ]
 
 
 def test_run_with_no_platform_configured_starts_the_console(tmp_path: Path) -> None:
