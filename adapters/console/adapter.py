@@ -12,8 +12,8 @@ import asyncio
 import getpass
 import signal
 import sys
-import uuid
 import threading
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field

@@ -26,7 +26,9 @@ class ScriptedProvider(LLMProvider):
         model: str = "scripted",
     ) -> None:
         self._fn: ScriptFn | None = script if callable(script) else None
-        self._queue: list[str | BaseException] = list(script) if isinstance(script, Sequence) else []
+        self._queue: list[str | BaseException] = (
+            list(script) if isinstance(script, Sequence) else []
+        )
         self.latency_s = latency_s
         self.model = model
         self.prompts: list[list[ChatMessage]] = []
@@ -45,4 +47,6 @@ class ScriptedProvider(LLMProvider):
                 raise LLMError(str(entry) or type(entry).__name__)
             return Generation(text=entry, model=self.model)
         last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
-        return Generation(text=f"Você disse: {last_user}" if last_user else "Olá!", model=self.model)
+        return Generation(
+            text=f"Você disse: {last_user}" if last_user else "Olá!", model=self.model
+        )
