@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from itertools import count
-from typing import TextIO
+from typing import Any, TextIO
 
 from adapters.base import Adapter
 from core.types import (
@@ -176,7 +176,8 @@ class ConsoleAdapter(Adapter):
         threading.Thread(target=read, name="console-stdin", daemon=True).start()
         stopped = asyncio.ensure_future(self._stopped.wait())
         try:
-            await asyncio.wait({line, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            waiters: set[asyncio.Future[Any]] = {line, stopped}
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopped.cancel()
         return line.result() if line.done() else None
