@@ -103,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding-model", default=None)
     parser.add_argument("--model", default=None, help="transformers model id or path")
     parser.add_argument(
+        "--weights",
+        type=Path,
+        default=None,
+        help="classifier weights .npz (recipe .json beside it); default: the shipped ones",
+    )
+    parser.add_argument(
         "--limit", type=int, default=0, help="evaluate only the first N rows of each file"
     )
     args = parser.parse_args(argv)
@@ -111,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.embedding_backend:
         embedder = build_embedder(args.embedding_backend, args.embedding_model)
     detector = build_detector(
-        args.detector, embedder=embedder, model=args.model, strict=args.detector == "classifier"
+        args.detector,
+        embedder=embedder,
+        model=args.model,
+        weights=args.weights,
+        strict=args.detector == "classifier",
     )
     baseline = build_detector("lexicon", embedder=None)
     report: dict[str, object] = {}
