@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -46,6 +47,10 @@ class Database:
         self.path = Path(path)
         self._conn: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
+        # Group commit: writes queued by :meth:`run` while the database is busy go in one
+        # transaction (a savepoint each), so 1000 people cost a commit per batch.
+        self._pending: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self._drainer: asyncio.Task[None] | None = None
 
     @property
     def conn(self) -> aiosqlite.Connection:
@@ -117,14 +122,48 @@ class Database:
     async def run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = True) -> T:
         """Run ``fn(raw sqlite3 connection)`` on the database thread in one round trip.
 
-        ``write=True``: inside ``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` and re-raise
-        when ``fn`` raises), serialised with :meth:`transaction` by the write lock.
+        ``write=True``: atomically, inside ``BEGIN IMMEDIATE`` ... ``COMMIT``, serialised
+        with :meth:`transaction` by the write lock; when ``fn`` raises, nothing it wrote
+        is kept and the error is re-raised here. Writes that queue up while another batch
+        runs share one transaction (each in its own savepoint, so one caller's failure
+        rolls back only its own writes); the call returns after the COMMIT.
         ``write=False``: a plain read (no lock, no transaction of its own). ``fn`` must not
         await or block on the event loop: it runs on another thread."""
         if not write:
             return await self._call(fn)
-        async with self._write_lock:
-            return await self._call(lambda raw: _in_transaction(raw, fn))
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._pending.append((fn, future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.get_running_loop().create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            async with self._write_lock:
+                batch = [(fn, f) for fn, f in self._pending if not f.done()]
+                self._pending = []
+                if not batch:
+                    continue
+                fns = [fn for fn, _ in batch]
+                try:
+                    results = await self._call(functools.partial(_group_transaction, fns=fns))
+                except Exception as exc:  # begin/commit failed, or the database is closed
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                except BaseException as exc:  # cancelled (shutdown): no waiter may hang
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(StorageError(f"write interrupted: {exc!r}"))
+                    raise
+            for (_, future), (ok, value) in zip(batch, results, strict=True):
+                if future.done():
+                    continue
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         return await self._call(lambda raw: raw.execute(sql, params).fetchall())
@@ -149,20 +188,41 @@ class Database:
                 log.exception("error closing database")
 
 
-def _in_transaction(raw: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """One whole write transaction, run on the database thread."""
+def _group_transaction(
+    raw: sqlite3.Connection, fns: Sequence[Callable[[sqlite3.Connection], Any]]
+) -> list[tuple[bool, Any]]:
+    """Several callers' writes in one transaction on the database thread: each in a
+    savepoint, rolled back alone when it raises. Returns (ok, result or exception) each."""
+    out: list[tuple[bool, Any]] = []
     raw.execute("BEGIN IMMEDIATE")
     try:
-        result = fn(raw)
+        for fn in fns:
+            raw.execute("SAVEPOINT akira_write")
+            try:
+                value = fn(raw)
+            except Exception as exc:
+                raw.execute("ROLLBACK TO akira_write")
+                raw.execute("RELEASE akira_write")
+                out.append((False, exc))
+            else:
+                raw.execute("RELEASE akira_write")
+                out.append((True, value))
     except BaseException:
-        raw.execute("ROLLBACK")
+        _rollback(raw)
         raise
     try:
         raw.execute("COMMIT")
     except sqlite3.Error as exc:
-        raw.execute("ROLLBACK")
+        _rollback(raw)
         raise StorageError(f"commit failed: {exc}") from exc
-    return result
+    return out
+
+
+def _rollback(raw: sqlite3.Connection) -> None:
+    try:
+        raw.execute("ROLLBACK")
+    except sqlite3.Error:  # SQLite may have rolled back already (disk full, I/O error)
+        log.exception("rollback failed")
 
 
 def _split_sql(script: str) -> list[str]:
