@@ -406,6 +406,24 @@ async def import_history(
     done = 0
     for start in range(0, len(nodes), batch_size):
         batch = nodes[start : start + batch_size]
+        # Already-imported messages are skipped before any embedding work is done.
+        by_owner: dict[str, list[str]] = {}
+        for node in batch:
+            if node.source_id:
+                by_owner.setdefault(node.owner, []).append(node.source_id)
+        known: set[tuple[str, str]] = set()
+        for owner, sources in by_owner.items():
+            known.update(
+                (owner, s) for s in await services.storage.nodes.known_sources(owner, sources)
+            )
+        fresh = [n for n in batch if (n.owner, n.source_id) not in known]
+        summary.duplicates += len(batch) - len(fresh)
+        done += len(batch) - len(fresh)
+        batch = fresh
+        if not batch:
+            if progress:
+                progress(done, len(nodes))
+            continue
         user_nodes = [n for n in batch if n.type is NodeType.USER_MESSAGE]
         reading_by_id: dict[str, Any] = {}
         if tracker is not None and user_nodes:

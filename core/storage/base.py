@@ -76,6 +76,10 @@ class NodeStore(OwnedData):
         """Nodes of one owner; with ``owner=None`` the total (admin statistics only)."""
 
     @abstractmethod
+    async def known_sources(self, owner: str, source_ids: Sequence[str]) -> set[str]:
+        """Which of ``source_ids`` the owner already has (imports skip them early)."""
+
+    @abstractmethod
     async def set_emotion(self, owner: str, node_id: str, label: str, score: float) -> None: ...
 
     @abstractmethod

@@ -227,6 +227,18 @@ class SQLiteNodeStore(NodeStore):
         )
         return (cur.rowcount or 0) > 0
 
+    async def known_sources(self, owner: str, source_ids: Sequence[str]) -> set[str]:
+        ids = list(dict.fromkeys(source_ids))
+        known: set[str] = set()
+        for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            rows = await self.db.fetchall(
+                f"SELECT source_id FROM nodes WHERE owner = ? AND source_id IN ({', '.join('?' * len(chunk))})",
+                (owner, *chunk),
+            )
+            known.update(row[0] for row in rows)
+        return known
+
     async def get(self, owner: str, node_id: str) -> MemoryNode | None:
         row = await self.db.fetchone(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND id = ?", (owner, node_id)
