@@ -5,11 +5,6 @@ for one text on a busy 2-core box, ~10 ms a text in a batch of 32). Messages of 
 people arrive concurrently, so each call waits at most ``max_wait_ms`` for company, then
 the whole batch runs in a worker thread (``asyncio.to_thread``) while the loop keeps
 serving other people.
-
-When no batch of that kind is running, a call does not wait ``max_wait_ms``: its batch
-starts on the next loop turn (calls made together, e.g. ``gather``, still share it). The
-wait only buys company while the model is busy anyway; on an idle or fast model (the
-hashing embedder) it would be pure latency.
 """
 
 from __future__ import annotations
@@ -27,7 +22,6 @@ from core.embeddings.base import Embedder
 class _Queue:
     items: list[tuple[str, asyncio.Future[np.ndarray]]] = field(default_factory=list)
     timer: asyncio.Handle | None = None
-    running: int = 0  # batches of this kind in flight
 
 
 class EmbeddingBatcher:
@@ -95,11 +89,9 @@ class EmbeddingBatcher:
         if len(queue.items) >= self.max_batch:
             self._flush(kind)
         elif queue.timer is None:
-            loop = asyncio.get_running_loop()
-            if queue.running == 0:  # idle: nothing to wait for
-                queue.timer = loop.call_soon(self._flush, kind)
-            else:
-                queue.timer = loop.call_later(self.max_wait_ms / 1000.0, self._flush, kind)
+            queue.timer = asyncio.get_running_loop().call_later(
+                self.max_wait_ms / 1000.0, self._flush, kind
+            )
         return await future
 
     def _flush(self, kind: str) -> None:
@@ -112,14 +104,11 @@ class EmbeddingBatcher:
         batch, queue.items = queue.items[: self.max_batch], queue.items[self.max_batch :]
         if queue.items:  # more than one batch waiting: the rest goes right after
             queue.timer = asyncio.get_running_loop().call_soon(self._flush, kind)
-        queue.running += 1
-        task = asyncio.get_running_loop().create_task(self._run(kind, batch, queue))
+        task = asyncio.get_running_loop().create_task(self._run(kind, batch))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
-    async def _run(
-        self, kind: str, batch: list[tuple[str, asyncio.Future[np.ndarray]]], queue: _Queue
-    ) -> None:
+    async def _run(self, kind: str, batch: list[tuple[str, asyncio.Future[np.ndarray]]]) -> None:
         texts = [text for text, _ in batch]
         fn = self.embedder.embed_queries if kind == "query" else self.embedder.embed_passages
         try:
@@ -130,11 +119,6 @@ class EmbeddingBatcher:
                 if not future.done():
                     future.set_exception(exc)
             return
-        finally:
-            queue.running -= 1
-            # The model is free: whoever queued meanwhile goes now, not at its timer.
-            if queue.running == 0 and queue.items and self._queues.get(kind) is queue:
-                self._flush(kind)
         for (_, future), vector in zip(batch, vectors, strict=True):
             if not future.done():
                 future.set_result(np.asarray(vector, dtype=np.float32))
