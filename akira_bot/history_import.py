@@ -398,32 +398,15 @@ async def import_history(
         summary.per_user.update(n.owner for n in nodes)
         return summary
     tracker = services.extras.get("emotion_tracker")
-    seen: dict[str, tuple[datetime, str | None]] = {}
-    for node in nodes:
-        seen.setdefault(node.owner, (node.timestamp, None))
-    for owner, (first, _) in seen.items():
+    first_seen: dict[str, datetime] = {}
+    for node in nodes:  # time order: the first node of an owner is their earliest
+        first_seen.setdefault(node.owner, node.timestamp)
+    for owner, first in first_seen.items():
         await services.storage.users.ensure(owner, seen_at=first)
-    done = 0
     for start in range(0, len(nodes), batch_size):
-        batch = nodes[start : start + batch_size]
-        # Already-imported messages are skipped before any embedding work is done.
-        by_owner: dict[str, list[str]] = {}
-        for node in batch:
-            if node.source_id:
-                by_owner.setdefault(node.owner, []).append(node.source_id)
-        known: set[tuple[str, str]] = set()
-        for owner, sources in by_owner.items():
-            known.update(
-                (owner, s) for s in await services.storage.nodes.known_sources(owner, sources)
-            )
-        fresh = [n for n in batch if (n.owner, n.source_id) not in known]
-        summary.duplicates += len(batch) - len(fresh)
-        done += len(batch) - len(fresh)
-        batch = fresh
-        if not batch:
-            if progress:
-                progress(done, len(nodes))
-            continue
+        chunk = nodes[start : start + batch_size]
+        batch = await _not_yet_stored(services, chunk)
+        summary.duplicates += len(chunk) - len(batch)
         user_nodes = [n for n in batch if n.type is NodeType.USER_MESSAGE]
         reading_by_id: dict[str, Any] = {}
         if tracker is not None and user_nodes:
@@ -431,7 +414,7 @@ async def import_history(
             for node, reading in zip(user_nodes, readings, strict=True):
                 node.emotion, node.emotion_score = reading.label, reading.score
                 reading_by_id[node.id] = reading
-        stored = await services.memory.store_many(batch)
+        stored = await services.memory.store_many(batch) if batch else []
         fresh_readings: dict[str, list[tuple[Any, datetime]]] = {}
         for node, was_stored in zip(batch, stored, strict=True):
             if not was_stored:
@@ -446,7 +429,18 @@ async def import_history(
         if tracker:
             for owner, items in fresh_readings.items():
                 await tracker.update_many(owner, items)
-        done += len(batch)
         if progress:
-            progress(done, len(nodes))
+            progress(start + len(chunk), len(nodes))
     return summary
+
+
+async def _not_yet_stored(services: Services, chunk: Sequence[MemoryNode]) -> list[MemoryNode]:
+    """``chunk`` without the messages already stored (checked before any embedding work)."""
+    by_owner: dict[str, list[str]] = {}
+    for node in chunk:
+        if node.source_id:
+            by_owner.setdefault(node.owner, []).append(node.source_id)
+    known: set[tuple[str, str | None]] = set()
+    for owner, sources in by_owner.items():
+        known.update((owner, s) for s in await services.storage.nodes.known_sources(owner, sources))
+    return [n for n in chunk if (n.owner, n.source_id) not in known]
