@@ -10,7 +10,9 @@ person's history:
 - ``shared_tags`` (common / max of the two tag counts): candidates from the tag postings,
   only the latest ``per_tag`` of each tag.
 - ``similar`` (the cosine): vector top-k over the owner's cached matrix, above a threshold
-  calibrated per embedding model (see :data:`SIMILARITY_THRESHOLDS`).
+  calibrated per embedding model (see :data:`SIMILARITY_THRESHOLDS`), among the latest
+  ``similar_window`` nodes: older ones are still found by search, but storing a message
+  must cost the same after 10k messages as after 100k.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class ConnectionConfig:
     tag_per_tag: int = 50  # postings read per tag (the latest ones)
     tag_max_links: int = 5
     similar_k: int = 5
+    similar_window: int = 10_000  # latest nodes considered for "similar" links
     similar_threshold: float | None = None  # None: by model (SIMILARITY_THRESHOLDS)
     resume: bool = True
     extra: dict[str, float] = field(default_factory=dict)
@@ -178,7 +181,12 @@ class ConnectionDetector:
 
         if vector is not None and cfg.similar_k > 0:
             hits = await self.graph.vector_search(
-                node.owner, vector, k=cfg.similar_k, exclude=[node.id], at=node.timestamp
+                node.owner,
+                vector,
+                k=cfg.similar_k,
+                exclude=[node.id],
+                at=node.timestamp,
+                newest=cfg.similar_window,
             )
             for node_id, sim in hits:
                 if sim >= self.threshold:

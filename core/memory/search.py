@@ -11,6 +11,7 @@ nodes that both match and sit next to matches rise. Every result says why it is 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +21,7 @@ import numpy as np
 from core.memory.base import RecalledNode
 from core.memory.connections import seed_range
 from core.memory.tags import STOP_WORDS
-from core.storage.records import MemoryNode
+from core.storage.records import MemoryNode, to_ts
 from core.storage.sqlite_graph import GraphStore
 from core.storage.sqlite_nodes import SQLiteNodeStore
 
@@ -97,15 +98,24 @@ class GraphSearcher:
         excluded = set(exclude_ids)
         # Excluded nodes (the message being answered, turns already in the prompt) are
         # not returned but still lead somewhere: seeds may include them.
-        vector_hits: list[tuple[str, float]] = []
-        if query_vector is not None:
-            vector_hits = await self.graph.vector_search(
-                owner, query_vector, k=cfg.seed_k, scopes=scopes, at=at
+        # Full-text search runs on the database thread while the vector search runs here.
+        text_search = asyncio.ensure_future(
+            self.graph.text_search(
+                owner, query, k=cfg.seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
             )
-            vector_hits = [(i, s) for i, s in vector_hits if s > self.min_similarity]
-        text_hits = await self.graph.text_search(
-            owner, query, k=cfg.seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
         )
+        vector_hits: list[tuple[str, float]] = []
+        try:
+            await asyncio.sleep(0)  # let it hand its query to the database thread first
+            if query_vector is not None:
+                vector_hits = await self.graph.vector_search(
+                    owner, query_vector, k=cfg.seed_k, scopes=scopes, at=at
+                )
+                vector_hits = [(i, s) for i, s in vector_hits if s > self.min_similarity]
+        except BaseException:
+            text_search.cancel()
+            raise
+        text_hits = await text_search
         hits: dict[str, _Hit] = {}
         best = cfg.vector_weight * (query_vector is not None) + cfg.text_weight
         norm = (cfg.rrf_k + 1) / max(best, 1e-9)
@@ -120,17 +130,17 @@ class GraphSearcher:
         if not hits:
             return []
 
-        known: dict[str, MemoryNode] = {}
-        await self._load(owner, list(hits), known)
-        # A seed that vanished or falls outside the scopes/time is dropped here as well.
-        hits = {i: h for i, h in hits.items() if self._allowed(known.get(i), owner, scopes, at)}
-
+        # Seeds come from searches that already respect owner, scopes and time. The walk
+        # checks each node it reaches by its place (time, scope) alone; whole nodes are
+        # loaded only for the results.
+        until = to_ts(at) if at is not None else None
+        allowed = set(scopes) if scopes is not None else None
         relation_weight = dict(cfg.relation_weights)
         frontier = sorted(hits, key=lambda i: -hits[i].score)[: cfg.expand_seeds]
         for level in range(1, depth + 1):
             if not frontier:
                 break
-            edges = await self.graph.edges(owner, frontier)
+            edges, places = await self.graph.neighbours(owner, frontier)
             by_node: dict[str, list[tuple[float, str, str]]] = {}
             frontier_set = set(frontier)
             for edge in edges:
@@ -150,11 +160,13 @@ class GraphSearcher:
                     score = parent_score * weight * cfg.hop_decay
                     if other not in proposals or proposals[other][0] < score:
                         proposals[other] = (score, parent, relation)
-            await self._load(owner, [i for i in proposals if i not in known], known)
             next_frontier: list[str] = []
             for node_id, (score, parent, relation) in proposals.items():
-                if not self._allowed(known.get(node_id), owner, scopes, at):
-                    continue  # never walk into another scope, the future or a vanished node
+                place = places.get(node_id)
+                if place is None or (allowed is not None and place.scope not in allowed):
+                    continue  # never walk into another scope or a vanished node
+                if until is not None and place.ts > until:
+                    continue  # nor into the future of the message being answered
                 known_hit = hits.get(node_id)
                 if known_hit is None:
                     hits[node_id] = _Hit(score, level, parent, relation)
@@ -169,11 +181,16 @@ class GraphSearcher:
         ranked = sorted(
             (i for i in hits if i not in excluded),
             key=lambda i: (-hits[i].score, i),
-        )[:limit]
+        )
+        # A few spare in case a node vanished (forgotten) since it was found.
+        known = await self.graph.get_nodes(owner, ranked[: limit + 5])
         results: list[RecalledNode] = []
-        for node_id in ranked:
+        for node_id in ranked[: limit + 5]:
+            node = known.get(node_id)
+            if not self._allowed(node, owner, scopes, at):
+                continue
+            assert node is not None
             hit = hits[node_id]
-            node = known[node_id]
             if hit.seed:
                 results.append(RecalledNode(node, hit.score, "direct match"))
             else:
@@ -187,11 +204,9 @@ class GraphSearcher:
                         via_relation=hit.relation,
                     )
                 )
+            if len(results) == limit:
+                break
         return results
-
-    async def _load(self, owner: str, ids: Sequence[str], known: dict[str, MemoryNode]) -> None:
-        if ids:
-            known.update(await self.graph.get_nodes(owner, ids))
 
     @staticmethod
     def _allowed(
