@@ -17,6 +17,7 @@ person's history:
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -116,28 +117,34 @@ class ConnectionDetector:
             if conn.node_id != node.id and key not in found:
                 found[key] = conn
 
-        if node.reply_to:
-            target = await self.nodes.by_platform_message(node.owner, node.reply_to)
-            if target is not None and target.id != node.id:
-                add(
-                    Connection(
-                        target.id,
-                        "reply_to",
-                        cfg.reply_strength,
-                        f"answers message {node.reply_to}",
-                    )
-                )
+        # The reads are independent: handed to the database thread together.
+        async def nothing() -> None:
+            return None
 
-        # The latest node, and the person's own latest message of the same type when a
-        # reply sits in between: msg -> reply -> msg chains stay two hops short.
-        latest = [await self.graph.latest_node(node.owner, at=node.timestamp, exclude=node.id)]
-        if latest[0] is not None:
-            latest.append(
-                await self.graph.latest_node(
-                    node.owner, at=node.timestamp, exclude=node.id, node_type=node.type.value
+        target, latest_any, latest_same, candidates = await asyncio.gather(
+            self.nodes.by_platform_message(node.owner, node.reply_to)
+            if node.reply_to
+            else nothing(),
+            # The latest node, and the person's own latest message of the same type when
+            # a reply sits in between: msg -> reply -> msg chains stay two hops short.
+            self.graph.latest_node(node.owner, at=node.timestamp, exclude=node.id),
+            self.graph.latest_node(
+                node.owner, at=node.timestamp, exclude=node.id, node_type=node.type.value
+            ),
+            self.graph.tag_candidates(node.owner, node.tags, per_tag=cfg.tag_per_tag)
+            if node.tags
+            else nothing(),
+        )
+        if target is not None and target.id != node.id:
+            add(
+                Connection(
+                    target.id,
+                    "reply_to",
+                    cfg.reply_strength,
+                    f"answers message {node.reply_to}",
                 )
             )
-        for item in latest:
+        for item in (latest_any, latest_same):
             if item is None:
                 continue
             latest_id, latest_at = item
@@ -159,11 +166,8 @@ class ConnectionDetector:
                     )
                 )
 
-        if node.tags:
+        if candidates:
             mine = len(set(node.tags))
-            candidates = await self.graph.tag_candidates(
-                node.owner, node.tags, per_tag=cfg.tag_per_tag
-            )
             scored = sorted(
                 (
                     (common / max(mine, ntags), node_id, common)

@@ -113,6 +113,7 @@ class Tagger:
         # keyword lists already cover).
         self.topic_margin = topic_margin
         self._matrix: np.ndarray | None = None  # topic descriptions, embedded once
+        self._stems: tuple[dict[str, list[int]], dict[str, list[int]]] | None = None
 
     def topic_matrix(self) -> np.ndarray | None:
         if self.embedder is None or not self.topics:
@@ -122,11 +123,28 @@ class Tagger:
         return self._matrix
 
     def keyword_topics(self, words: Sequence[str]) -> list[str]:
-        found: list[str] = []
-        for topic in self.topics:
-            if any(_stem_match(word, stem) for word in words for stem in topic.keywords):
-                found.append(topic.name)
-        return found
+        """Topics with a keyword stem matching one of ``words``, in the topics' order.
+        Looked up by the words' prefixes (a few dict probes a word), not by trying every
+        stem of every topic: this runs for every message."""
+        whole, prefixes = self._stem_index()
+        found: set[int] = set()
+        for word in words:
+            found.update(whole.get(word, ()))
+            for end in range(4, len(word) + 1):
+                found.update(prefixes.get(word[:end], ()))
+        return [self.topics[i].name for i in sorted(found)]
+
+    def _stem_index(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+        # Short stems must match whole words ("dor" is not "dormir"), longer ones are
+        # prefixes ("ansied" matches "ansiedade").
+        if self._stems is None:
+            whole: dict[str, list[int]] = {}
+            prefixes: dict[str, list[int]] = {}
+            for i, topic in enumerate(self.topics):
+                for stem in topic.keywords:
+                    (whole if len(stem) <= 3 else prefixes).setdefault(stem, []).append(i)
+            self._stems = (whole, prefixes)
+        return self._stems
 
     def embedding_topics(self, vector: np.ndarray | None) -> list[str]:
         """Topics whose description is clearly closer to ``vector`` than the others are.
@@ -155,10 +173,3 @@ class Tagger:
         # the order of the text.
         keywords = sorted((w for w in words if w not in topics), key=lambda w: -len(w))
         return (topics + keywords)[:MAX_TAGS]
-
-
-def _stem_match(word: str, stem: str) -> bool:
-    # Short stems must match whole words ("dor" is not "dormir"), longer ones are prefixes.
-    if len(stem) <= 3:
-        return word == stem
-    return word.startswith(stem)

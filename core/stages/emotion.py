@@ -45,8 +45,6 @@ class EmotionTracker:
         self.states = states
         self.rules = rules
         self.storage = storage
-        # One state update at a time per person (imports and live messages may overlap).
-        self._locks: dict[str, asyncio.Lock] = {}
 
     async def detect(self, texts: Sequence[str]) -> list[EmotionReading]:
         return await asyncio.to_thread(self.detector.detect_many, list(texts))
@@ -58,15 +56,17 @@ class EmotionTracker:
     async def update_many(
         self, owner: str, readings: Sequence[tuple[EmotionReading, datetime]]
     ) -> EmotionalState:
-        lock = self._locks.setdefault(owner, asyncio.Lock())
-        async with lock:
-            state = await self.load(owner)
+        """Apply the readings to the stored state in one transaction (imports and live
+        messages of one person may overlap: no update is lost)."""
+
+        def change(current: object) -> dict[str, object]:
+            state = EmotionalState.from_dict(current if isinstance(current, dict) else None)
             for reading, at in readings:
                 state = apply_reading(state, reading, at, self.rules)
-            await self.storage.users.update_profile(owner, **{PROFILE_KEY: state.to_dict()})
-        if not lock.locked():
-            self._locks.pop(owner, None)
-        return state
+            return state.to_dict()
+
+        stored = await self.storage.users.change_profile(owner, PROFILE_KEY, change)
+        return EmotionalState.from_dict(stored)
 
     def tone(self, state: EmotionalState, at: datetime) -> Tone:
         return current_tone(state, at, self.states)
@@ -94,12 +94,18 @@ class EmotionStage:
         at = ctx.message.sent_at
         try:
             (reading,) = await self.tracker.detect([ctx.text])
-            state = await self.tracker.update_many(ctx.owner, [(reading, at)])
+            update = self.tracker.update_many(ctx.owner, [(reading, at)])
             if ctx.node is not None:
-                await ctx.services.storage.nodes.set_emotion(
-                    ctx.owner, ctx.node.id, reading.label, reading.score
+                # Both writes go to the database together: one commit to wait for.
+                state, _ = await asyncio.gather(
+                    update,
+                    ctx.services.storage.nodes.set_emotion(
+                        ctx.owner, ctx.node.id, reading.label, reading.score
+                    ),
                 )
                 ctx.node.emotion, ctx.node.emotion_score = reading.label, reading.score
+            else:
+                state = await update
             tone = self.tracker.tone(state, at)
         except Exception:
             # Emotion enriches the reply; it must never cost the person their answer.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -14,6 +14,8 @@ from core.storage.base import NodeStore, UserStore
 from core.storage.database import Database, Migration
 from core.storage.records import MemoryNode, NodeType, UserRecord, from_ts, to_ts
 from core.types import parse_user_key, utcnow
+
+T = TypeVar("T")
 
 MIGRATIONS = [
     Migration(
@@ -181,6 +183,26 @@ class SQLiteUserStore(UserStore):
             )
 
         await self.db.run(update)
+
+    async def change_profile(self, key: str, field: str, change: Callable[[Any], T]) -> T:
+        """Read-modify-write of one profile field in one transaction and one round trip:
+        ``change(current value or None)`` runs on the database thread (it must be quick
+        and must not await) and returns the new value, which is stored and returned."""
+
+        def update(raw: sqlite3.Connection) -> T:
+            row = raw.execute("SELECT profile FROM users WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                raise KeyError(key)
+            profile = json.loads(row[0])
+            value = change(profile.get(field))
+            profile[field] = value
+            raw.execute(
+                "UPDATE users SET profile = ? WHERE key = ?",
+                (json.dumps(profile, ensure_ascii=False), key),
+            )
+            return value
+
+        return await self.db.run(update)
 
     async def set_language(self, key: str, language: str) -> None:
         await self.db.run(
