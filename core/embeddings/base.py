@@ -22,6 +22,9 @@ class Embedder(ABC):
 
     name: str
     dim: int
+    # Cheap enough to run on the event loop (no batching wait, no thread hop): a thread
+    # only pays off for work that releases the GIL, like a model's matrix products.
+    inline: bool = False
 
     @abstractmethod
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:

@@ -83,6 +83,10 @@ class EmbeddingBatcher:
         return np.vstack(parts).astype(np.float32, copy=False)
 
     async def _submit(self, kind: str, text: str) -> np.ndarray:
+        if self.embedder.inline:
+            fn = self.embedder.embed_queries if kind == "query" else self.embedder.embed_passages
+            self.batches += 1
+            return np.asarray(fn([text])[0], dtype=np.float32)
         queue = self._queue(kind)
         future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         queue.items.append((text, future))

@@ -32,9 +32,12 @@ class EmotionReading:
 
 class EmotionDetector(ABC):
     """Reads the emotion of one message. Synchronous and CPU-bound: the pipeline runs it
-    off the event loop (``asyncio.to_thread``)."""
+    off the event loop (``asyncio.to_thread``), unless ``inline`` says it costs less than
+    the hop to a thread (a word list: microseconds, and a thread would only fight the
+    loop for the GIL)."""
 
     name: str
+    inline: bool = False
 
     def detect(self, text: str) -> EmotionReading:
         return self.detect_many([text])[0]

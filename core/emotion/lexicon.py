@@ -278,6 +278,7 @@ class LexiconDetector(EmotionDetector):
     """Keyword scoring with negation; ``neutro`` when no cue is found."""
 
     name = "lexicon"
+    inline = True
 
     def _detect_batch(self, texts: Sequence[str]) -> list[EmotionReading]:
         return [self._one(text) for text in texts]

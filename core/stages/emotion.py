@@ -47,6 +47,8 @@ class EmotionTracker:
         self.storage = storage
 
     async def detect(self, texts: Sequence[str]) -> list[EmotionReading]:
+        if self.detector.inline:
+            return self.detector.detect_many(list(texts))
         return await asyncio.to_thread(self.detector.detect_many, list(texts))
 
     async def load(self, owner: str) -> EmotionalState:

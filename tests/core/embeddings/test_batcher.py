@@ -57,3 +57,18 @@ async def test_a_failure_reaches_every_waiter() -> None:
     assert all(isinstance(r, RuntimeError) for r in results)
     with pytest.raises(ValueError):
         EmbeddingBatcher(CountingEmbedder(), max_batch=0)
+
+
+class InlineCountingEmbedder(CountingEmbedder):
+    inline = True
+
+
+async def test_inline_embedder_runs_on_the_loop_without_waiting() -> None:
+    embedder = InlineCountingEmbedder()
+    # A wait this long would show: inline embedders neither batch nor hop threads.
+    batcher = EmbeddingBatcher(embedder, max_batch=8, max_wait_ms=10_000)
+    vector = await asyncio.wait_for(batcher.embed_passage("oi, tudo bem?"), timeout=5)
+    assert embedder.sizes == [1]
+    assert embedder.threads == {threading.get_ident()}
+    np.testing.assert_allclose(vector, embedder.inner.embed_passage("oi, tudo bem?"))
+    assert HashingEmbedder.inline
