@@ -1,4 +1,5 @@
-"""The default detector: a small numpy classifier over sentence embeddings.
+"""The default detector: a small numpy classifier over sentence embeddings, with a
+linear model over hashed n-grams of the text beside it (:mod:`core.emotion.ngrams`).
 
 The weights (``weights/classifier.npz``) ship with the package beside a JSON recipe
 (``weights/classifier.json``) naming the embedding model and dimension they were trained
@@ -25,6 +26,7 @@ from core.emotion.detector import (
     WeightsMismatchError,
 )
 from core.emotion.language import guess_language
+from core.emotion.ngrams import ngram_rows, sparse_logits
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_WEIGHTS = WEIGHTS_DIR / "classifier.npz"
@@ -32,9 +34,11 @@ DEFAULT_WEIGHTS = WEIGHTS_DIR / "classifier.npz"
 
 @dataclass
 class Head:
-    """Standardise -> optional ReLU hidden layer -> linear -> softmax, plus per-class
-    log-prior adjustments (chosen on out-of-fold training predictions, see ``train.py``):
-    ``log_adjust`` for English/unknown text, ``log_adjust_pt`` for Portuguese."""
+    """Standardise -> optional ReLU hidden layer -> linear, plus (if ``ngram_w``) the
+    logits of a linear model over hashed n-grams of the text times ``ngram_scale``
+    (:mod:`core.emotion.ngrams`), plus per-class log-prior adjustments (chosen on
+    out-of-fold training predictions, see ``train.py``): ``log_adjust`` for
+    English/unknown text, ``log_adjust_pt`` for Portuguese; then softmax."""
 
     labels: tuple[str, ...]
     mean: np.ndarray
@@ -48,6 +52,9 @@ class Head:
     # Width of the hashed word/char-trigram block appended to the sentence embedding
     # (0 = embedding only). Lexical cues (insults, "kkk") complement the embedding.
     hash_dim: int = 0
+    ngram_w: np.ndarray | None = None  # (ngram buckets, classes)
+    ngram_b: np.ndarray | None = None
+    ngram_scale: float = 1.0
 
     @property
     def dim(self) -> int:
@@ -57,15 +64,35 @@ class Head:
     def features(self, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         return features(vectors, texts, self.hash_dim)
 
-    def raw_logits(self, vectors: np.ndarray) -> np.ndarray:
+    def embedding_logits(self, vectors: np.ndarray) -> np.ndarray:
+        """The embedding part alone (``vectors`` = :meth:`features`)."""
         z = (np.asarray(vectors, dtype=np.float32) - self.mean) / self.scale
         if self.w_hidden is not None and self.b_hidden is not None:
             z = np.maximum(z @ self.w_hidden + self.b_hidden, 0.0)
         return np.asarray(z @ self.w_out + self.b_out, dtype=np.float32)
 
-    def logits(self, vectors: np.ndarray, languages: Sequence[str] | None = None) -> np.ndarray:
+    def ngram_logits(self, texts: Sequence[str]) -> np.ndarray:
+        """The n-gram part alone, unscaled (zeros when the head has none)."""
+        if self.ngram_w is None or self.ngram_b is None:
+            return np.zeros((len(texts), len(self.labels)), dtype=np.float32)
+        return sparse_logits(ngram_rows(texts, self.ngram_w.shape[0]), self.ngram_w, self.ngram_b)
+
+    def raw_logits(self, vectors: np.ndarray, texts: Sequence[str] | None = None) -> np.ndarray:
+        out = self.embedding_logits(vectors)
+        if self.ngram_w is not None:
+            if texts is None:
+                raise EmotionError("this classifier head reads n-grams: pass the texts too")
+            out = out + self.ngram_scale * self.ngram_logits(texts)
+        return out
+
+    def logits(
+        self,
+        vectors: np.ndarray,
+        languages: Sequence[str] | None = None,
+        texts: Sequence[str] | None = None,
+    ) -> np.ndarray:
         """Adjusted logits; ``languages`` ("pt"/"en" per row) selects the adjustment."""
-        out = self.raw_logits(vectors)
+        out = self.raw_logits(vectors, texts)
         if self.log_adjust is not None:
             out = out + self.log_adjust
         if self.log_adjust_pt is not None and languages is not None:
@@ -74,8 +101,13 @@ class Head:
             out[pt] += self.log_adjust_pt - base
         return out
 
-    def proba(self, vectors: np.ndarray, languages: Sequence[str] | None = None) -> np.ndarray:
-        return softmax(self.logits(vectors, languages))
+    def proba(
+        self,
+        vectors: np.ndarray,
+        languages: Sequence[str] | None = None,
+        texts: Sequence[str] | None = None,
+    ) -> np.ndarray:
+        return softmax(self.logits(vectors, languages, texts))
 
     def save(self, path: Path) -> None:
         arrays: dict[str, Any] = {
@@ -90,6 +122,10 @@ class Head:
             # float16 halves the file; the hidden layer loses nothing measurable.
             arrays["w_hidden"] = self.w_hidden.astype(np.float16)
             arrays["b_hidden"] = self.b_hidden.astype(np.float32)
+        if self.ngram_w is not None and self.ngram_b is not None:
+            arrays["ngram_w"] = self.ngram_w.astype(np.float16)
+            arrays["ngram_b"] = self.ngram_b.astype(np.float32)
+            arrays["ngram_scale"] = np.array(self.ngram_scale, dtype=np.float32)
         if self.log_adjust is not None:
             arrays["log_adjust"] = self.log_adjust.astype(np.float32)
         if self.log_adjust_pt is not None:
@@ -115,6 +151,9 @@ class Head:
                 log_adjust=get("log_adjust"),
                 log_adjust_pt=get("log_adjust_pt"),
                 hash_dim=int(data["hash_dim"]) if "hash_dim" in data.files else 0,
+                ngram_w=get("ngram_w"),
+                ngram_b=get("ngram_b"),
+                ngram_scale=float(data["ngram_scale"]) if "ngram_scale" in data.files else 1.0,
             )
 
 
@@ -189,7 +228,7 @@ class ClassifierDetector(EmotionDetector):
         """Class probabilities, columns in :attr:`labels` order."""
         languages = [guess_language(t) for t in texts]
         vectors = self._embedder.embed_queries(list(texts))
-        return self._head.proba(self._head.features(vectors, texts), languages)
+        return self._head.proba(self._head.features(vectors, texts), languages, texts)
 
     def _detect_batch(self, texts: Sequence[str]) -> list[EmotionReading]:
         proba = self.probabilities(texts)

@@ -8,11 +8,15 @@ Data (never the ``*_dev`` files, which are the evaluation set):
   "confuso" (BRIGHTER has no confusion label) and plain neutral chat, which the public
   data under-represents.
 
-Texts are embedded with the chosen embedder (``embed_queries``; cached in ``--cache-dir``),
-a small head is fitted with class- and source-balanced weights, and per-class log-prior
-adjustments are picked on a held-out slice of the *training* data (macro-F1 averaged over
-the English and Portuguese slices). The head is then refitted on all training rows and
-written to ``core/emotion/weights/classifier.npz`` with a JSON recipe beside it.
+Texts are embedded with the chosen embedder (``embed_queries``; cached in ``--cache-dir``).
+Two heads are fitted with class- and source-balanced weights: a small MLP over the
+embedding and a linear model over hashed word/char n-grams of the text
+(:mod:`core.emotion.ngrams`), whose logits are added with a weight. That weight and the
+per-class, per-language log-prior adjustments are picked on out-of-fold predictions on the
+*training* data (macro-F1 on the English and on the Portuguese BRIGHTER rows, with a cap on
+Portuguese neutral messages read as agressivo). Both heads are then refitted on all
+training rows and written to ``core/emotion/weights/classifier.npz`` with a JSON recipe
+beside it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from core.emotion.data import (
 )
 from core.emotion.detector import LABELS
 from core.emotion.embedcache import embed_cached
+from core.emotion.ngrams import SparseRows, fit_sparse_head, ngram_rows, sparse_logits
 
 log = logging.getLogger("core.emotion.train")
 
@@ -51,13 +56,20 @@ DEFAULT_CACHE_DIR = Path("/tmp/akira_emotion_cache")
 
 @dataclass
 class HyperParams:
-    hidden: int = 0  # 0 = multinomial logistic regression
-    hash_dim: int = 0  # hashed word/char-trigram features appended to the embedding
-    l2: float = 1e-3
-    epochs: int = 30
+    hidden: int = 256  # 0 = multinomial logistic regression
+    hash_dim: int = 0  # dense hashed word/char-trigram block appended to the embedding
+    l2: float = 1e-2
+    epochs: int = 40
     batch_size: int = 256
     learning_rate: float = 2e-3
-    dropout: float = 0.0
+    dropout: float = 0.3
+    # Sparse n-gram head beside the embedding head (core/emotion/ngrams.py); 0 = none.
+    ngram_dim: int = 1 << 16
+    ngram_epochs: int = 10
+    ngram_l2: float = 1e-4
+    # Weights tried for the n-gram logits against the embedding logits; the best on the
+    # out-of-fold training predictions is kept (0 would mean embedding only).
+    ngram_scales: tuple[float, ...] = (1.0, 2.0, 3.0)
     # Multipliers on each source's sample weights before class balancing; Portuguese
     # sources are small next to GoEmotions, so they are boosted.
     source_weights: dict[str, float] = field(
@@ -71,7 +83,7 @@ class HyperParams:
     # GoEmotions neutral and joy-like rows are plentiful; after class balancing the
     # extra rows add little but embedding time, so only the first N of each are used.
     goemotions_caps: dict[str, int] = field(default_factory=lambda: {"neutro": 2300, "feliz": 1400})
-    folds: int = 4  # out-of-fold predictions on training rows choose the prior adjustment
+    folds: int = 4  # out-of-fold predictions on training rows choose scale and adjustment
     # Cap on Portuguese neutral messages read as aggressive (out of fold, training rows).
     max_neutral_as_aggressive_pt: float = 0.05
     seed: int = 13
@@ -122,6 +134,27 @@ def load_training_examples(
     if written is not None:
         examples.extend(e for e in read_labelled_tsv(written) if e.label in LABELS)
     return examples
+
+
+def goemotions_cap_ratios(
+    data_dir: Path, caps: dict[str, int], goemotions_rows: int = 0
+) -> dict[str, float]:
+    """Per label, mapped GoEmotions train rows / rows kept after capping: weighting the
+    kept rows by it restores the file's class proportions when scoring (the English dev
+    text is mostly neutral; capped training rows are not)."""
+    goemotions = read_goemotions(data_dir / "emotion" / "goemotions" / "train.tsv")
+    if goemotions_rows:
+        goemotions = goemotions[:goemotions_rows]
+    full = Counter(e.label for e in goemotions)
+    kept = Counter(e.label for e in cap_labels(goemotions, caps))
+    return {label: full[label] / kept[label] for label in kept}
+
+
+def selection_weights(examples: Sequence[Example], ratios: dict[str, float]) -> np.ndarray:
+    """Row weights for choosing the adjustments: GoEmotions rows by their label's ratio."""
+    return np.array(
+        [ratios.get(e.label, 1.0) if source_key(e) == "goemotions" else 1.0 for e in examples]
+    )
 
 
 def sample_weights(labels: np.ndarray, sources: Sequence[str], params: HyperParams) -> np.ndarray:
@@ -218,12 +251,19 @@ def fit_head(
     )
 
 
-def macro_f1(true: np.ndarray, pred: np.ndarray, labels: Sequence[int]) -> float:
+def macro_f1(
+    true: np.ndarray,
+    pred: np.ndarray,
+    labels: Sequence[int],
+    weights: np.ndarray | None = None,
+) -> float:
+    """Macro-F1 over ``labels``; ``weights`` count each row that many times."""
+    w = np.ones(len(true)) if weights is None else weights
     scores = []
     for c in labels:
-        tp = float(np.sum((pred == c) & (true == c)))
-        fp = float(np.sum((pred == c) & (true != c)))
-        fn = float(np.sum((pred != c) & (true == c)))
+        tp = float(np.sum(w[(pred == c) & (true == c)]))
+        fp = float(np.sum(w[(pred == c) & (true != c)]))
+        fn = float(np.sum(w[(pred != c) & (true == c)]))
         scores.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
     return float(np.mean(scores))
 
@@ -238,20 +278,24 @@ def choose_adjustment(
     labels_by_group: Sequence[np.ndarray],
     *,
     max_neutral_as_aggressive: Sequence[float | None] = (),
+    weights_by_group: Sequence[np.ndarray | None] = (),
     rounds: int = 3,
 ) -> np.ndarray:
     """Per-class additive log-prior offsets maximising the mean macro-F1 over groups
     (coordinate ascent on a grid), penalised when a group reads more than its allowed
     share of neutral messages as aggressive. Groups are out-of-fold predictions on the
-    English and Portuguese *training* rows."""
+    English and Portuguese *training* rows; a group's row weights (if given) restore
+    the class proportions that capping changed."""
     adjust = np.zeros(len(LABELS), dtype=np.float32)
-    grid = np.linspace(-2.0, 2.0, 41)
+    grid = np.linspace(-3.0, 3.0, 61)
+    n = len(logits_by_group)
     groups = [
-        (lg, lab, cap)
-        for lg, lab, cap in zip(
+        (lg, lab, cap, w)
+        for lg, lab, cap, w in zip(
             logits_by_group,
             labels_by_group,
-            list(max_neutral_as_aggressive) + [None] * len(logits_by_group),
+            list(max_neutral_as_aggressive) + [None] * n,
+            list(weights_by_group) + [None] * n,
             strict=False,
         )
         if len(lab)
@@ -259,16 +303,16 @@ def choose_adjustment(
 
     def score(a: np.ndarray) -> float:
         total = 0.0
-        for logits, labels, cap in groups:
+        for logits, labels, cap, w in groups:
             pred = (logits + a).argmax(axis=1)
-            total += macro_f1(labels, pred, sorted(set(labels.tolist())))
+            total += macro_f1(labels, pred, sorted(set(labels.tolist())), w)
             if cap is not None:
                 total -= 3.0 * max(0.0, neutral_as_aggressive(labels, pred) - cap)
         return total / len(groups)
 
     # A class absent from every group (confuso in BRIGHTER) is not tuned: its offset stays
     # 0, so the adjustment cannot learn to suppress a state it never saw.
-    present = set().union(*(set(lab.tolist()) for _, lab, _ in groups)) if groups else set()
+    present = set().union(*(set(lab.tolist()) for _, lab, _, _ in groups)) if groups else set()
     best = score(adjust)
     for _ in range(rounds):
         for c in sorted(present):
@@ -285,64 +329,113 @@ def embedder_spec(embedder: Embedder, backend: str, model: str | None) -> dict[s
     return {"backend": backend, "model": model, "name": embedder.name, "dim": embedder.dim}
 
 
+def fit_ngrams(
+    rows: SparseRows, labels: np.ndarray, weights: np.ndarray, params: HyperParams
+) -> tuple[np.ndarray, np.ndarray]:
+    return fit_sparse_head(
+        rows,
+        labels,
+        weights,
+        params.ngram_dim,
+        len(LABELS),
+        epochs=params.ngram_epochs,
+        l2=params.ngram_l2,
+        seed=params.seed,
+    )
+
+
 def train(
     embedder: Embedder,
     examples: Sequence[Example],
     params: HyperParams,
     cache_dir: Path | None,
+    score_weights: np.ndarray | None = None,
 ) -> tuple[Head, dict[str, object]]:
-    """Fit the head, choose the prior adjustment on out-of-fold predictions, refit on all."""
+    """Fit the heads, choose the n-gram scale and the per-language prior adjustments on
+    out-of-fold predictions, refit on all rows. ``score_weights`` (per row, see
+    :func:`selection_weights`) weight the rows when scoring those choices."""
     started = time.time()
     texts = [e.text for e in examples]
     vectors = features(embed_cached(embedder, texts, cache_dir), texts, params.hash_dim)
+    rows = ngram_rows(texts, params.ngram_dim) if params.ngram_dim else None
     labels = np.array([LABELS.index(e.label) for e in examples])
     sources = [source_key(e) for e in examples]
     rng = np.random.default_rng(params.seed)
     fold = rng.integers(0, params.folds, len(examples))
-    oof = np.zeros((len(examples), len(LABELS)), dtype=np.float32)
+    oof_emb = np.zeros((len(examples), len(LABELS)), dtype=np.float32)
+    oof_ngram = np.zeros_like(oof_emb)
     for k in range(params.folds):
-        rows = fold != k
-        weights = sample_weights(
-            labels[rows], [s for s, r in zip(sources, rows, strict=True) if r], params
-        )
-        head = fit_head(vectors[rows], labels[rows], weights, params)
-        oof[~rows] = head.logits(vectors[~rows])
+        train_rows = np.flatnonzero(fold != k)
+        held_out = np.flatnonzero(fold == k)
+        weights = sample_weights(labels[train_rows], [sources[i] for i in train_rows], params)
+        head = fit_head(vectors[train_rows], labels[train_rows], weights, params)
+        oof_emb[held_out] = head.embedding_logits(vectors[held_out])
+        if rows is not None:
+            w, b = fit_ngrams(rows.take(train_rows), labels[train_rows], weights, params)
+            oof_ngram[held_out] = sparse_logits(rows.take(held_out), w, b)
+        log.info("fold %d/%d done (%.0f s)", k + 1, params.folds, time.time() - started)
     # The written examples are cleaner than real chat, so they are fitted on but left out
-    # of the groups that choose the adjustment (they would flatter it).
+    # of the groups that choose the scale and adjustments (they would flatter them).
     pt_mask = np.array([s == "brighter_ptbr" for s in sources])
     en_mask = np.array([not is_portuguese(s) for s in sources])
-    groups = [en_mask, pt_mask]
-    group_logits = [oof[g] for g in groups]
-    group_labels = [labels[g] for g in groups]
-    # One adjustment per language: Portuguese chat needs a firmer hand on agressivo.
-    adjust_en = choose_adjustment(group_logits[:1], group_labels[:1])
-    adjust_pt = choose_adjustment(
-        group_logits[1:],
-        group_labels[1:],
-        max_neutral_as_aggressive=(params.max_neutral_as_aggressive_pt,),
-    )
+    cap = params.max_neutral_as_aggressive_pt
 
-    def figures_for(adjusts: Sequence[np.ndarray]) -> dict[str, object]:
-        out: dict[str, object] = {}
-        preds = []
-        for name, lg, lab, a in zip(("en", "pt"), group_logits, group_labels, adjusts, strict=True):
-            pred = (lg + a).argmax(axis=1)
-            preds.append(pred)
-            out[name] = round(macro_f1(lab, pred, sorted(set(lab.tolist()))), 4)
-        out["pt_neutral_as_agressivo"] = round(neutral_as_aggressive(group_labels[1], preds[1]), 4)
+    row_weights = np.ones(len(examples)) if score_weights is None else score_weights
+
+    def evaluate(oof: np.ndarray, adjust_en: np.ndarray, adjust_pt: np.ndarray) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, mask, adjust in (("en", en_mask, adjust_en), ("pt", pt_mask, adjust_pt)):
+            lab = labels[mask]
+            pred = (oof[mask] + adjust).argmax(axis=1)
+            out[name] = round(macro_f1(lab, pred, sorted(set(lab.tolist())), row_weights[mask]), 4)
+            if name == "pt":
+                out["pt_neutral_as_agressivo"] = round(neutral_as_aggressive(lab, pred), 4)
         return out
 
-    # Final fit on every training row, keeping the adjustments chosen out of fold.
-    final = fit_head(vectors, labels, sample_weights(labels, sources, params), params)
+    def objective(figures: dict[str, float]) -> float:
+        excess = max(0.0, figures["pt_neutral_as_agressivo"] - cap)
+        return (figures["en"] + figures["pt"] - 3.0 * excess) / 2
+
+    zero = np.zeros(len(LABELS), dtype=np.float32)
+    scales = params.ngram_scales if rows is not None else (0.0,)
+    by_scale: dict[str, object] = {}
+    best: tuple[float, float, np.ndarray, np.ndarray] | None = None
+    for scale in scales:
+        oof = oof_emb + scale * oof_ngram
+        # One adjustment per language: Portuguese chat needs a firmer hand on agressivo.
+        adjust_en = choose_adjustment(
+            [oof[en_mask]], [labels[en_mask]], weights_by_group=[row_weights[en_mask]]
+        )
+        adjust_pt = choose_adjustment(
+            [oof[pt_mask]],
+            [labels[pt_mask]],
+            max_neutral_as_aggressive=(cap,),
+            weights_by_group=[row_weights[pt_mask]],
+        )
+        trial = evaluate(oof, adjust_en, adjust_pt)
+        by_scale[str(scale)] = trial
+        if best is None or objective(trial) > best[0] + 1e-9:
+            best = (objective(trial), scale, adjust_en, adjust_pt)
+    assert best is not None
+    _, scale, adjust_en, adjust_pt = best
+
+    # Final fit on every training row, keeping the scale and adjustments chosen out of fold.
+    weights = sample_weights(labels, sources, params)
+    final = fit_head(vectors, labels, weights, params)
+    if rows is not None:
+        final.ngram_w, final.ngram_b = fit_ngrams(rows, labels, weights, params)
+        final.ngram_scale = scale
     final.log_adjust = adjust_en
     final.log_adjust_pt = adjust_pt
-    zero = np.zeros(len(LABELS), dtype=np.float32)
     figures: dict[str, object] = {
         "rows": len(examples),
         "rows_by_source": dict(Counter(sources)),
         "rows_by_label": dict(Counter(e.label for e in examples)),
-        "out_of_fold_before_adjust": figures_for([zero, zero]),
-        "out_of_fold_after_adjust": figures_for([adjust_en, adjust_pt]),
+        "out_of_fold_embedding_only": evaluate(oof_emb, zero, zero),
+        "out_of_fold_before_adjust": evaluate(oof_emb + scale * oof_ngram, zero, zero),
+        "out_of_fold_by_ngram_scale": by_scale,
+        "ngram_scale": scale,
+        "out_of_fold_after_adjust": by_scale[str(scale)],
         "log_adjust_en": {
             lab: round(float(a), 3) for lab, a in zip(LABELS, adjust_en, strict=True)
         },
@@ -384,6 +477,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=defaults.epochs)
     parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
     parser.add_argument("--dropout", type=float, default=defaults.dropout)
+    parser.add_argument(
+        "--ngram-dim",
+        type=int,
+        default=defaults.ngram_dim,
+        help="buckets of the hashed n-gram head; 0 = embedding head only",
+    )
+    parser.add_argument("--ngram-epochs", type=int, default=defaults.ngram_epochs)
+    parser.add_argument("--ngram-l2", type=float, default=defaults.ngram_l2)
     parser.add_argument("--pt-weight", type=float, default=defaults.source_weights["brighter_ptbr"])
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument(
@@ -408,6 +509,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         epochs=args.epochs,
         learning_rate=args.learning_rate,
         dropout=args.dropout,
+        ngram_dim=args.ngram_dim,
+        ngram_epochs=args.ngram_epochs,
+        ngram_l2=args.ngram_l2,
         seed=args.seed,
     )
     if args.goemotions_cap is not None:
@@ -423,7 +527,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.data_dir, written, params.goemotions_caps, args.goemotions_rows
     )
     log.info("training on %d examples with embedder %s", len(examples), embedder.name)
-    head, figures = train(embedder, examples, params, cache_dir)
+    ratios = goemotions_cap_ratios(args.data_dir, params.goemotions_caps, args.goemotions_rows)
+    head, figures = train(
+        embedder, examples, params, cache_dir, selection_weights(examples, ratios)
+    )
+    figures["goemotions_cap_ratios"] = {k: round(v, 3) for k, v in ratios.items()}
     head.save(args.out)
     files = [
         "emotion/goemotions/train.tsv (google-research GoEmotions, Apache-2.0)",
@@ -437,7 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "labels": list(LABELS),
         "embedder": embedder_spec(embedder, args.embedding_backend, model),
         "embedding_call": "embed_queries",
-        "architecture": "logistic" if not params.hidden else f"mlp-relu-{params.hidden}",
+        "architecture": ("logistic" if not params.hidden else f"mlp-relu-{params.hidden}")
+        + (f" + hashed-ngram-logistic-{params.ngram_dim}" if params.ngram_dim else ""),
         "hyper_parameters": asdict(params),
         "training_data": files,
         "label_mapping": "shared/data/README.md: a row is kept only when all its labels map to one state",
