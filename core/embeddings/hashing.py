@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -30,18 +31,30 @@ class HashingEmbedder(Embedder):
         self.name = f"hashing-{dim}"
 
     def _bucket(self, feature: str) -> tuple[int, float]:
-        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
-        value = int.from_bytes(digest, "little")
+        value = _feature_hash(feature)
         return value % self.dim, 1.0 if (value >> 63) & 1 else -1.0
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
+            indices: list[int] = []
+            weights: list[float] = []
             for word in _WORD.findall(fold(text)):
                 index, sign = self._bucket("w:" + word)
-                out[row, index] += 2.0 * sign
+                indices.append(index)
+                weights.append(2.0 * sign)
                 padded = f"#{word}#"
                 for i in range(len(padded) - 2):
                     index, sign = self._bucket("t:" + padded[i : i + 3])
-                    out[row, index] += sign
+                    indices.append(index)
+                    weights.append(sign)
+            if indices:
+                np.add.at(out[row], indices, weights)
         return normalise_rows(out) if len(texts) else out
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _feature_hash(feature: str) -> int:
+    # Words and trigrams repeat endlessly in chat: each is hashed once (bounded memory).
+    digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")

@@ -270,8 +270,23 @@ _NEGATORS = {
 _NEGATION_WINDOW = 3  # tokens before a cue
 
 
+def _index_cues() -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str, float]]]:
+    stems: dict[str, list[tuple[str, str]]] = {}
+    phrases: list[tuple[str, str, float]] = []
+    for label, cues in CUES.items():
+        for cue in cues:
+            if " " in cue:
+                phrases.append((label, f" {cue}", 1.5 if " " in cue.strip() else 1.0))
+            else:
+                stems.setdefault(cue, []).append((label, cue))
+    return stems, phrases
+
+
 def _normalise(text: str) -> str:
     return " " + " ".join(_TOKEN.findall(fold(text).replace("?", " ? "))) + " "
+
+
+_STEMS, _PHRASES = _index_cues()
 
 
 class LexiconDetector(EmotionDetector):
@@ -287,17 +302,16 @@ class LexiconDetector(EmotionDetector):
         norm = _normalise(text)
         tokens = norm.split()
         weights = dict.fromkeys(CUES, 0.0)
-        for label, stems in CUES.items():
-            for stem in stems:
-                if " " in stem:
-                    # A phrase, or a stem with a trailing space meaning "this exact word":
-                    # matched on the space-joined token string at a word start.
-                    if f" {stem}" in norm:
-                        weights[label] += 1.5 if " " in stem.strip() else 1.0
-                    continue
-                for position, token in enumerate(tokens):
-                    if not token.startswith(stem):
-                        continue
+        for label, phrase, weight in _PHRASES:
+            # A phrase, or a stem with a trailing space meaning "this exact word":
+            # matched on the space-joined token string at a word start.
+            if phrase in norm:
+                weights[label] += weight
+        for position, token in enumerate(tokens):
+            # Every stem that starts this token, found by probing its prefixes (a few
+            # dict lookups) rather than trying every stem on every token.
+            for end in range(1, len(token) + 1):
+                for label, stem in _STEMS.get(token[:end], ()):
                     negated = any(
                         t in _NEGATORS
                         for t in tokens[max(0, position - _NEGATION_WINDOW) : position]

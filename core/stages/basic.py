@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+import random
 import time
-import uuid
 from collections import defaultdict, deque
 
 from core.cleaner import clean_reply, neutralise_user_text
@@ -20,8 +20,14 @@ RECALL_TITLE = "What you remember about this person"
 HISTORY_TITLE = "Recent conversation"
 
 
+# Ids need to be unique, not secret (every lookup is scoped by owner): a generator seeded
+# once from the OS, instead of uuid4's system call per message, which under load makes the
+# event loop wait for the GIL on its way back.
+_IDS = random.Random()
+
+
 def new_node_id() -> str:
-    return f"node_{uuid.uuid4().hex}"
+    return f"node_{_IDS.getrandbits(128):032x}"
 
 
 class GuardStage:
