@@ -46,6 +46,9 @@ class Database:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._conn: aiosqlite.Connection | None = None
+        # Reads go to a second connection (its own thread): under WAL they see every
+        # committed write and never wait behind a batch of writes being committed.
+        self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
         # Group commit: writes queued by :meth:`run` while the database is busy go in one
         # transaction (a savepoint each), so 1000 people cost a commit per batch.
@@ -69,6 +72,11 @@ class Database:
             await self._conn.execute("PRAGMA synchronous=NORMAL")
             await self._conn.execute("PRAGMA busy_timeout=5000")
             await self._migrate(sorted(migrations, key=lambda m: m.version))
+            if str(self.path) != ":memory:":  # an in-memory database is per connection
+                self._reader = await aiosqlite.connect(self.path, isolation_level=None)
+                self._reader.row_factory = aiosqlite.Row
+                await self._reader.execute("PRAGMA query_only=ON")
+                await self._reader.execute("PRAGMA busy_timeout=5000")
         except (aiosqlite.Error, OSError) as exc:
             await self.close()
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
@@ -112,9 +120,12 @@ class Database:
                     await conn.execute("ROLLBACK")
                     raise StorageError(f"commit failed: {exc}") from exc
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn(raw connection)`` on aiosqlite's worker thread, in one round trip."""
+    async def _call(self, fn: Callable[[sqlite3.Connection], T], *, read: bool = False) -> T:
+        """``fn(raw connection)`` on aiosqlite's worker thread, in one round trip (the
+        reader's thread for a read, when there is one)."""
         conn = self.conn
+        if read and self._reader is not None:
+            conn = self._reader
         # aiosqlite's documented-in-source queueing primitive: the partial runs on the
         # connection's own thread, where the raw sqlite3 connection may be used.
         return await conn._execute(lambda: fn(conn._conn))  # type: ignore[no-any-return]
@@ -130,7 +141,7 @@ class Database:
         ``write=False``: a plain read (no lock, no transaction of its own). ``fn`` must not
         await or block on the event loop: it runs on another thread."""
         if not write:
-            return await self._call(fn)
+            return await self._call(fn, read=True)
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._pending.append((fn, future))
         if self._drainer is None or self._drainer.done():
@@ -166,7 +177,7 @@ class Database:
                     future.set_exception(value)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
-        return await self._call(lambda raw: raw.execute(sql, params).fetchall())
+        return await self._call(lambda raw: raw.execute(sql, params).fetchall(), read=True)
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
         def one(raw: sqlite3.Connection) -> aiosqlite.Row | None:
@@ -177,9 +188,15 @@ class Database:
             finally:
                 cur.close()
 
-        return await self._call(one)
+        return await self._call(one, read=True)
 
     async def close(self) -> None:
+        if self._reader is not None:
+            reader, self._reader = self._reader, None
+            try:
+                await reader.close()
+            except aiosqlite.Error:
+                log.exception("error closing the database reader")
         if self._conn is not None:
             conn, self._conn = self._conn, None
             try:

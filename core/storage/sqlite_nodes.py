@@ -17,6 +17,8 @@ from core.types import parse_user_key, utcnow
 
 T = TypeVar("T")
 
+LAST_SEEN_PRECISION_S = 60.0  # users.last_seen_at is rewritten at most this often
+
 MIGRATIONS = [
     Migration(
         1,
@@ -148,6 +150,15 @@ class SQLiteUserStore(UserStore):
     ) -> UserRecord:
         platform, external_id = parse_user_key(key)
         seen = to_ts(seen_at or utcnow())
+        # Every message calls this: a known person whose name is unchanged and who was
+        # seen a moment ago costs a read, not a write.
+        row = await self.db.fetchone("SELECT * FROM users WHERE key = ?", (key,))
+        if (
+            row is not None
+            and (display_name is None or display_name == row["display_name"])
+            and 0 <= seen - row["last_seen_at"] < LAST_SEEN_PRECISION_S
+        ):
+            return self._from_row(row)
 
         def upsert(raw: sqlite3.Connection) -> sqlite3.Row:
             raw.execute(

@@ -1,0 +1,75 @@
+"""The database: reads on their own connection, writes grouped, on a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from core.storage import SQLiteStorage
+from core.storage.database import Database, Migration
+
+MIGRATION = Migration(1, "items", "CREATE TABLE items (k TEXT PRIMARY KEY, v INTEGER NOT NULL);")
+
+
+async def test_reads_see_every_committed_write_and_cannot_write(tmp_path: Path) -> None:
+    db = Database(tmp_path / "t.db")
+    await db.open([MIGRATION])
+    try:
+
+        def put(i: int) -> Callable[[sqlite3.Connection], object]:
+            return lambda raw: raw.execute("INSERT INTO items VALUES (?, ?)", (f"k{i}", i))
+
+        # Writes of many callers at once share transactions; each is visible to reads
+        # as soon as its own call returns.
+        for i in range(50):
+            await db.run(put(i))
+            row = await db.fetchone("SELECT v FROM items WHERE k = ?", (f"k{i}",))
+            assert row is not None and row[0] == i
+        await asyncio.gather(*(db.run(put(i)) for i in range(50, 200)))
+        rows = await db.fetchall("SELECT count(*) FROM items")
+        assert rows[0][0] == 200
+        # The read path is read-only: a write slipped into it fails loudly.
+        with pytest.raises(sqlite3.OperationalError):
+            await db.run(put(999), write=False)
+        assert (await db.fetchall("SELECT count(*) FROM items"))[0][0] == 200
+    finally:
+        await db.close()
+    assert db._reader is None and db._conn is None
+
+
+async def test_in_memory_database_uses_one_connection() -> None:
+    db = Database(":memory:")
+    await db.open([MIGRATION])
+    try:
+        await db.run(lambda raw: raw.execute("INSERT INTO items VALUES ('a', 1)"))
+        assert (await db.fetchall("SELECT v FROM items"))[0][0] == 1
+    finally:
+        await db.close()
+
+
+async def test_ensure_writes_last_seen_at_most_once_a_minute(tmp_path: Path) -> None:
+    t0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+    async with SQLiteStorage(tmp_path / "akira.db") as storage:
+        users = storage.users
+        first = await users.ensure("telegram:1", display_name="Ana", seen_at=t0)
+        assert first.last_seen_at == t0
+        again = await users.ensure(
+            "telegram:1", display_name="Ana", seen_at=t0 + timedelta(seconds=30)
+        )
+        assert again.last_seen_at == t0  # a read only
+        renamed = await users.ensure(
+            "telegram:1", display_name="Ana Paula", seen_at=t0 + timedelta(seconds=40)
+        )
+        assert renamed.display_name == "Ana Paula"
+        assert renamed.last_seen_at == t0 + timedelta(seconds=40)
+        later = await users.ensure("telegram:1", seen_at=t0 + timedelta(minutes=5))
+        assert later.last_seen_at == t0 + timedelta(minutes=5)
+        assert later.display_name == "Ana Paula"
+        # Replayed history (older timestamps) never moves last_seen_at back.
+        old = await users.ensure("telegram:1", seen_at=t0 - timedelta(days=3))
+        assert old.last_seen_at == t0 + timedelta(minutes=5)
