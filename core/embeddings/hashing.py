@@ -17,8 +17,23 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 def fold(text: str) -> str:
     """Lowercase and strip accents: "Cabeça" -> "cabeca"."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    lowered = text.lower()
+    if lowered.isascii():  # most chat text: nothing to strip
+        return lowered
+    return unicodedata.normalize("NFKD", lowered).translate(_COMBINING)
+
+
+class _CombiningMarks(dict[int, int | None]):
+    """``str.translate`` table deleting combining marks, filled as characters are seen
+    (a C-speed lookup per character instead of a Python call)."""
+
+    def __missing__(self, code: int) -> int | None:
+        value = None if unicodedata.combining(chr(code)) else code
+        self[code] = value
+        return value
+
+
+_COMBINING = _CombiningMarks()
 
 
 class HashingEmbedder(Embedder):
@@ -49,7 +64,7 @@ class HashingEmbedder(Embedder):
                     indices.append(index)
                     weights.append(sign)
             if indices:
-                np.add.at(out[row], indices, weights)
+                out[row] = np.bincount(indices, weights=weights, minlength=self.dim)
         return normalise_rows(out) if len(texts) else out
 
 
