@@ -347,9 +347,15 @@ class _OwnerVectors:
     def _hamming(self, query: np.ndarray, lo: int) -> np.ndarray:
         assert self.codes is not None
         words = self.codes[:, lo : self.n]
-        distance = np.bitwise_count(words[0] ^ query[0]).astype(np.int32)
-        for j in range(1, len(words)):
-            distance += np.bitwise_count(words[j] ^ query[j])
+        rows = words.shape[1]
+        # Word by word into reused buffers: no temporaries, no casts (~0.6 ms at 100k).
+        distance = np.zeros(rows, np.uint16)
+        xored = np.empty(rows, np.uint64)
+        counts = np.empty(rows, np.uint8)
+        for j in range(len(words)):
+            np.bitwise_xor(words[j], query[j], out=xored)
+            np.bitwise_count(xored, out=counts)
+            distance += counts
         return distance
 
     def search(
@@ -384,29 +390,40 @@ class _OwnerVectors:
                 valid = np.ones(self.n - lo, dtype=bool)
             valid[skip] = False
         rows = self.n - lo
+        candidates: np.ndarray | None = None  # None: every row from ``lo``, in order
         if rows <= EXACT_SEARCH_MAX_ROWS:
             sims = self.matrix[lo : self.n] @ vector
-            candidates = np.arange(rows)
+            if valid is not None:
+                sims[~valid] = -np.inf
         else:
             if self.codes is None:
                 self._build_codes()
             assert self.codes is not None
             distance = self._hamming(self._encode(vector.reshape(1, -1))[0], lo)
             if valid is not None:
-                distance[~valid] = np.iinfo(np.int32).max
+                distance[~valid] = np.iinfo(distance.dtype).max
             keep = min(rows, max(RESCORE_MIN, k * RESCORE_FACTOR, int(RESCORE_SHARE * rows)))
-            candidates = (
-                np.argpartition(distance, keep - 1)[:keep] if keep < rows else np.arange(rows)
-            )
-            sims = self.matrix[lo + candidates] @ vector
-        if valid is not None:
-            sims[~valid[candidates]] = -np.inf
+            if keep < rows:
+                # Distances are small integers: the cut-off comes from their histogram
+                # (a third of the time of argpartition); ties at the cut-off all stay.
+                histogram = np.bincount(distance, minlength=1)
+                cutoff = int(np.searchsorted(np.cumsum(histogram), keep))
+                candidates = np.flatnonzero(distance <= cutoff)
+                sims = self.matrix[lo + candidates] @ vector
+                if valid is not None:
+                    sims[~valid[candidates]] = -np.inf
+            else:
+                sims = self.matrix[lo : self.n] @ vector
+                if valid is not None:
+                    sims[~valid] = -np.inf
         k = min(k, len(sims))
         top = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top], kind="stable")]
-        return [
-            (self.ids[lo + int(candidates[i])], float(sims[i])) for i in top if np.isfinite(sims[i])
-        ]
+        top = top[np.isfinite(sims[top])]
+        # Plain Python numbers before the loop: numpy scalars cost ~1 us each to touch.
+        rows_found = (top if candidates is None else candidates[top]) + lo
+        ids = [self.ids[i] for i in rows_found.tolist()]
+        return list(zip(ids, sims[top].tolist(), strict=True))
 
     @property
     def nbytes(self) -> int:
@@ -690,10 +707,12 @@ class SQLiteGraphStore(GraphStore):
             span = newest - min(r[2] for r in window)
             if span > 0:
                 scale = max(1.0, (newest - first) / span)
-        idf = []
+        score_of: dict[int, float] = {}
         for rows in per_term:
             frequency = min(len(rows) * scale, float(documents))
-            idf.append(math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5)))
+            idf = math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+            for rowid in rows:
+                score_of[rowid] = score_of.get(rowid, 0.0) + idf
         allowed = set(scopes) if scopes is not None else None
         until = to_ts(at) if at is not None else None
         scored: list[tuple[float, float, str]] = []
@@ -702,8 +721,7 @@ class SQLiteGraphStore(GraphStore):
                 continue
             if until is not None and ts > until:
                 continue
-            score = sum(w for w, rows in zip(idf, per_term, strict=True) if rowid in rows)
-            scored.append((score, ts, node_id))
+            scored.append((score_of.get(rowid, 0.0), ts, node_id))
         # Rarer words, more of them, then the more recent.
         scored.sort(reverse=True)
         return [(node_id, score) for score, _ts, node_id in scored[:k] if score > 0]
