@@ -13,6 +13,7 @@ import numpy as np
 from core.embeddings.base import Embedder, normalise_rows
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_WORD_CACHE = 50_000  # words whose buckets are kept
 
 
 def fold(text: str) -> str:
@@ -44,10 +45,28 @@ class HashingEmbedder(Embedder):
     def __init__(self, dim: int = 256) -> None:
         self.dim = dim
         self.name = f"hashing-{dim}"
+        self._words: dict[str, tuple[list[int], list[float]]] = {}
 
     def _bucket(self, feature: str) -> tuple[int, float]:
         value = _feature_hash(feature)
         return value % self.dim, 1.0 if (value >> 63) & 1 else -1.0
+
+    def _word(self, word: str) -> tuple[list[int], list[float]]:
+        """A word's buckets and weights: the word itself (x2) and its trigrams."""
+        cached = self._words.get(word)
+        if cached is None:
+            index, sign = self._bucket("w:" + word)
+            indices, weights = [index], [2.0 * sign]
+            padded = f"#{word}#"
+            for i in range(len(padded) - 2):
+                index, sign = self._bucket("t:" + padded[i : i + 3])
+                indices.append(index)
+                weights.append(sign)
+            cached = (indices, weights)
+            if len(self._words) >= _WORD_CACHE:
+                self._words.clear()  # chat vocabulary is Zipfian: refills with the common
+            self._words[word] = cached
+        return cached
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -55,14 +74,9 @@ class HashingEmbedder(Embedder):
             indices: list[int] = []
             weights: list[float] = []
             for word in _WORD.findall(fold(text)):
-                index, sign = self._bucket("w:" + word)
-                indices.append(index)
-                weights.append(2.0 * sign)
-                padded = f"#{word}#"
-                for i in range(len(padded) - 2):
-                    index, sign = self._bucket("t:" + padded[i : i + 3])
-                    indices.append(index)
-                    weights.append(sign)
+                word_indices, word_weights = self._word(word)
+                indices += word_indices
+                weights += word_weights
             if indices:
                 out[row] = np.bincount(indices, weights=weights, minlength=self.dim)
         return normalise_rows(out) if len(texts) else out
