@@ -43,12 +43,16 @@ class Database:
     transaction) in ONE round trip, so the write lock is held for one hop, not one per
     statement."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, readers: int = 3) -> None:
         self.path = Path(path)
         self._conn: aiosqlite.Connection | None = None
-        # Reads go to a second connection (its own thread): under WAL they see every
-        # committed write and never wait behind a batch of writes being committed.
-        self._reader: aiosqlite.Connection | None = None
+        # Reads go to other connections (a thread each, taken in turn): under WAL they see
+        # every committed write and never wait behind a batch of writes being committed.
+        # Several, because each read ends by waiting for the GIL to build its rows: one
+        # reader thread would serialise every person's reads behind those waits.
+        self.readers = max(0, readers)
+        self._readers: list[aiosqlite.Connection] = []
+        self._next_reader = 0
         self._write_lock = asyncio.Lock()
         # Group commit: writes queued by :meth:`run` while the database is busy go in one
         # transaction (a savepoint each), so 1000 people cost a commit per batch.
@@ -73,10 +77,12 @@ class Database:
             await self._conn.execute("PRAGMA busy_timeout=5000")
             await self._migrate(sorted(migrations, key=lambda m: m.version))
             if str(self.path) != ":memory:":  # an in-memory database is per connection
-                self._reader = await aiosqlite.connect(self.path, isolation_level=None)
-                self._reader.row_factory = aiosqlite.Row
-                await self._reader.execute("PRAGMA query_only=ON")
-                await self._reader.execute("PRAGMA busy_timeout=5000")
+                for _ in range(self.readers):
+                    reader = await aiosqlite.connect(self.path, isolation_level=None)
+                    self._readers.append(reader)
+                    reader.row_factory = aiosqlite.Row
+                    await reader.execute("PRAGMA query_only=ON")
+                    await reader.execute("PRAGMA busy_timeout=5000")
         except (aiosqlite.Error, OSError) as exc:
             await self.close()
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
@@ -124,8 +130,9 @@ class Database:
         """``fn(raw connection)`` on aiosqlite's worker thread, in one round trip (the
         reader's thread for a read, when there is one)."""
         conn = self.conn
-        if read and self._reader is not None:
-            conn = self._reader
+        if read and self._readers:
+            self._next_reader = (self._next_reader + 1) % len(self._readers)
+            conn = self._readers[self._next_reader]
         # aiosqlite's documented-in-source queueing primitive: the partial runs on the
         # connection's own thread, where the raw sqlite3 connection may be used.
         return await conn._execute(lambda: fn(conn._conn))  # type: ignore[no-any-return]
@@ -191,12 +198,12 @@ class Database:
         return await self._call(one, read=True)
 
     async def close(self) -> None:
-        if self._reader is not None:
-            reader, self._reader = self._reader, None
+        readers, self._readers = self._readers, []
+        for reader in readers:
             try:
                 await reader.close()
             except aiosqlite.Error:
-                log.exception("error closing the database reader")
+                log.exception("error closing a database reader")
         if self._conn is not None:
             conn, self._conn = self._conn, None
             try:

@@ -39,7 +39,7 @@ async def test_reads_see_every_committed_write_and_cannot_write(tmp_path: Path) 
         assert (await db.fetchall("SELECT count(*) FROM items"))[0][0] == 200
     finally:
         await db.close()
-    assert db._reader is None and db._conn is None
+    assert db._readers == [] and db._conn is None
 
 
 async def test_in_memory_database_uses_one_connection() -> None:
