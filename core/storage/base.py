@@ -4,11 +4,13 @@ key and filters by it inside the implementation, so no caller can forget to."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from core.storage.records import MemoryNode, UserRecord
+
+T = TypeVar("T")
 
 
 class OwnedData(ABC):
@@ -38,6 +40,11 @@ class UserStore(OwnedData):
     @abstractmethod
     async def update_profile(self, key: str, **fields: Any) -> None:
         """Merge ``fields`` into the JSON profile (emotional state, preferences...)."""
+
+    @abstractmethod
+    async def change_profile(self, key: str, field: str, change: Callable[[Any], T]) -> T:
+        """Replace one profile field with ``change(current value or None)``, atomically
+        (no concurrent update of the field is lost); returns the new value."""
 
     @abstractmethod
     async def set_language(self, key: str, language: str) -> None: ...

@@ -128,6 +128,21 @@ def node_to_dict(node: MemoryNode) -> dict[str, Any]:
     }
 
 
+def _rewrite_profile(raw: sqlite3.Connection, key: str, edit: Callable[[dict[str, Any]], T]) -> T:
+    """Load a user's JSON profile, let ``edit`` change it in place, store it back
+    (database thread, inside the caller's transaction). Returns what ``edit`` returns."""
+    row = raw.execute("SELECT profile FROM users WHERE key = ?", (key,)).fetchone()
+    if row is None:
+        raise KeyError(key)
+    profile = json.loads(row[0])
+    result = edit(profile)
+    raw.execute(
+        "UPDATE users SET profile = ? WHERE key = ?",
+        (json.dumps(profile, ensure_ascii=False), key),
+    )
+    return result
+
+
 class SQLiteUserStore(UserStore):
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -182,38 +197,22 @@ class SQLiteUserStore(UserStore):
         return self._from_row(row) if row else None
 
     async def update_profile(self, key: str, **fields: Any) -> None:
-        def update(raw: sqlite3.Connection) -> None:
-            row = raw.execute("SELECT profile FROM users WHERE key = ?", (key,)).fetchone()
-            if row is None:
-                raise KeyError(key)
-            profile = json.loads(row[0])
+        def update(profile: dict[str, Any]) -> None:
             profile.update(fields)
-            raw.execute(
-                "UPDATE users SET profile = ? WHERE key = ?",
-                (json.dumps(profile, ensure_ascii=False), key),
-            )
 
-        await self.db.run(update)
+        await self.db.run(lambda raw: _rewrite_profile(raw, key, update))
 
     async def change_profile(self, key: str, field: str, change: Callable[[Any], T]) -> T:
         """Read-modify-write of one profile field in one transaction and one round trip:
         ``change(current value or None)`` runs on the database thread (it must be quick
         and must not await) and returns the new value, which is stored and returned."""
 
-        def update(raw: sqlite3.Connection) -> T:
-            row = raw.execute("SELECT profile FROM users WHERE key = ?", (key,)).fetchone()
-            if row is None:
-                raise KeyError(key)
-            profile = json.loads(row[0])
+        def update(profile: dict[str, Any]) -> T:
             value = change(profile.get(field))
             profile[field] = value
-            raw.execute(
-                "UPDATE users SET profile = ? WHERE key = ?",
-                (json.dumps(profile, ensure_ascii=False), key),
-            )
             return value
 
-        return await self.db.run(update)
+        return await self.db.run(lambda raw: _rewrite_profile(raw, key, update))
 
     async def set_language(self, key: str, language: str) -> None:
         await self.db.run(
