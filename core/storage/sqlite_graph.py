@@ -731,8 +731,7 @@ class SQLiteGraphStore(GraphStore):
         by :meth:`add_node` and :meth:`delete_owner`."""
         count = self._documents.get(owner)
         if count is None:
-            row = await self.db.fetchone("SELECT count(*) FROM nodes WHERE owner = ?", (owner,))
-            count = int(row[0]) if row else 0
+            count = await self.nodes.count(owner)
             self._documents[owner] = count
             while len(self._documents) > MAX_COUNTED_OWNERS:
                 self._documents.popitem(last=False)
