@@ -21,7 +21,7 @@ import numpy as np
 from core.memory.base import RecalledNode
 from core.memory.connections import seed_range
 from core.memory.tags import STOP_WORDS
-from core.storage.records import MemoryNode, to_ts
+from core.storage.records import to_ts
 from core.storage.sqlite_graph import GraphStore
 from core.storage.sqlite_nodes import SQLiteNodeStore
 
@@ -163,10 +163,8 @@ class GraphSearcher:
             next_frontier: list[str] = []
             for node_id, (score, parent, relation) in proposals.items():
                 place = places.get(node_id)
-                if place is None or (allowed is not None and place.scope not in allowed):
-                    continue  # never walk into another scope or a vanished node
-                if until is not None and place.ts > until:
-                    continue  # nor into the future of the message being answered
+                if place is None or not _within(place.scope, place.ts, allowed, until):
+                    continue  # never walk into another scope, the future or a vanished node
                 known_hit = hits.get(node_id)
                 if known_hit is None:
                     hits[node_id] = _Hit(score, level, parent, relation)
@@ -183,13 +181,15 @@ class GraphSearcher:
             key=lambda i: (-hits[i].score, i),
         )
         # A few spare in case a node vanished (forgotten) since it was found.
-        known = await self.graph.get_nodes(owner, ranked[: limit + 5])
+        wanted = ranked[: limit + 5]
+        known = await self.graph.get_nodes(owner, wanted)
         results: list[RecalledNode] = []
-        for node_id in ranked[: limit + 5]:
+        for node_id in wanted:
             node = known.get(node_id)
-            if not self._allowed(node, owner, scopes, at):
+            if node is None or node.owner != owner:
                 continue
-            assert node is not None
+            if not _within(node.scope, to_ts(node.timestamp), allowed, until):
+                continue
             hit = hits[node_id]
             if hit.seed:
                 results.append(RecalledNode(node, hit.score, "direct match"))
@@ -208,12 +208,7 @@ class GraphSearcher:
                 break
         return results
 
-    @staticmethod
-    def _allowed(
-        node: MemoryNode | None, owner: str, scopes: Sequence[str] | None, at: datetime | None
-    ) -> bool:
-        if node is None or node.owner != owner:
-            return False
-        if scopes is not None and node.scope not in scopes:
-            return False
-        return at is None or node.timestamp <= at
+
+def _within(scope: str, ts: float, allowed: set[str] | None, until: float | None) -> bool:
+    """In one of the allowed privacy scopes (None: any) and not after ``until``."""
+    return (allowed is None or scope in allowed) and (until is None or ts <= until)

@@ -51,10 +51,6 @@ class EmotionTracker:
             return self.detector.detect_many(list(texts))
         return await asyncio.to_thread(self.detector.detect_many, list(texts))
 
-    async def load(self, owner: str) -> EmotionalState:
-        user = await self.storage.users.get(owner)
-        return EmotionalState.from_dict(user.profile.get(PROFILE_KEY) if user else None)
-
     async def update_many(
         self, owner: str, readings: Sequence[tuple[EmotionReading, datetime]]
     ) -> EmotionalState:
