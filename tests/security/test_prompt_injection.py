@@ -1,4 +1,8 @@
-"""Prompt injection with every attack line of ``../shared/data/injection`` as user messages.
+"""Prompt injection with every attack line of the injection data set as user messages.
+
+The set (``shared/data/injection``: prompt-extraction queries of y0mingzhang/prompt-extraction
+and payload lines of mik0w/pallms, both MIT, licences kept beside them) is copied unchanged
+into ``tests/data/injection`` so the test runs from a clone anywhere.
 
 * No user text enters a prompt as an internal tag, a template token or a bare section
   header (the neutraliser quotes those with "> "): the only markers in a prompt are the tone tags the emotion stage puts on their
@@ -23,7 +27,7 @@ from core.types import RecordingResponder
 from tests.conftest import make_message
 
 REPO = Path(__file__).resolve().parents[2]
-INJECTION = REPO.parent / "shared" / "data" / "injection"
+INJECTION = REPO / "tests" / "data" / "injection"
 CANARY = "CANARY-51d7e2b9"
 PERSONA = f'''name = "AKIRA"
 
