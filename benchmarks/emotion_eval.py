@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--detector",
         default="classifier",
-        choices=["classifier", "auto", "transformers", "lexicon"],
+        choices=["classifier", "finetuned", "auto", "transformers", "lexicon"],
+        help="classifier = the shipped default (the fine-tuned e5 model when it loads, else "
+        "the embedding classifier); pass --weights to force the embedding classifier",
     )
     parser.add_argument(
         "--embedding-backend", default=None, help="default: the one the classifier was trained on"
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         embedder=embedder,
         model=args.model,
         weights=args.weights,
-        strict=args.detector == "classifier",
+        strict=args.detector in ("classifier", "finetuned"),
     )
     baseline = build_detector("lexicon", embedder=None)
     report: dict[str, object] = {}
@@ -140,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     recipe = getattr(detector, "recipe", None)
     if recipe:
         report["classifier"] = {
-            "embedder": recipe.get("embedder"),
+            "detector": detector.name,
+            "embedder": recipe.get("embedder") or recipe.get("base_model"),
             "architecture": recipe.get("architecture"),
             "trained_at": recipe.get("trained_at"),
         }

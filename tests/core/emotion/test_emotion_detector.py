@@ -23,13 +23,14 @@ from core.emotion import (
     weights_fit,
 )
 from core.emotion.classifier import Head
+from core.emotion.finetuned import FinetunedDetector
 
 
 @pytest.fixture(scope="module")
 def shipped() -> ClassifierDetector:
-    detector = build_detector("classifier", embedder=None, strict=True)
-    assert isinstance(detector, ClassifierDetector)
-    return detector
+    """The embedding classifier (the fallback when the fine-tuned model cannot load)."""
+    spec = read_recipe()["embedder"]
+    return ClassifierDetector(build_embedder(spec["backend"], spec["model"]))
 
 
 CLEAR = [
@@ -102,7 +103,10 @@ def test_auto_picks_classifier_only_when_weights_fit(caplog: pytest.LogCaptureFi
     spec = read_recipe()["embedder"]
     fitting = build_embedder(spec["backend"], spec["model"])
     assert weights_fit(fitting)
-    assert isinstance(build_detector("auto", embedder=fitting), ClassifierDetector)
+    # The fine-tuned model when it loads (tests/core/emotion/test_emotion_finetuned.py).
+    assert isinstance(
+        build_detector("auto", embedder=fitting), (ClassifierDetector, FinetunedDetector)
+    )
 
 
 def test_unknown_kind_and_missing_model_are_errors() -> None:
