@@ -309,9 +309,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
         gc.collect()
         started = time.perf_counter()
+        cpu_started, loop_cpu_started = time.process_time(), time.thread_time()
         gate.set()
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
+        # CPU per message: the whole process (every thread), and the event loop's thread
+        # alone (the part that the GIL serialises with everything else).
+        cpu_s = time.process_time() - cpu_started
+        loop_cpu_s = time.thread_time() - loop_cpu_started
         # Background work (memory extraction) still queued when the last reply went out:
         # not part of any reply's latency, but a backlog worth knowing about.
         background_pending = engine.services.background.pending
@@ -364,6 +369,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "overhead_max_ms": round(max(overheads, default=0.0), 2),
         "throughput_per_s": round(total / elapsed, 1),
         "elapsed_s": round(elapsed, 2),
+        "cpu_ms_per_message": round(cpu_s * 1000 / total, 2),
+        "loop_cpu_ms_per_message": round(loop_cpu_s * 1000 / total, 2),
         "setup_s": round(setup_s, 2),
         "stored_replies": stored_replies,
         "other_replies": dict(other_replies),
