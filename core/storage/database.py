@@ -43,7 +43,11 @@ class Database:
     aiosqlite runs every write on one worker thread; each ``await`` is a round trip to it
     (~ms under load). Hot paths use :meth:`run`, which executes a whole function (a whole
     transaction) in ONE round trip, so the write lock is held for one hop, not one per
-    statement. Reads go to :class:`_ReadWorker` threads in batches (see there)."""
+    statement. Reads go to :class:`_ReadWorker` threads in batches (see there), except
+    lookups (``lookup=True``: a few rows found by an index), which run right away on the
+    event loop's own read connection: a hop to a thread and back costs two thread
+    switches, more than such a query itself (~20-60 µs). Never mark a scan as a lookup:
+    while it runs, the loop serves nobody else."""
 
     def __init__(self, path: Path | str, *, readers: int = 3) -> None:
         self.path = Path(path)
@@ -57,6 +61,7 @@ class Database:
         self._next_reader = 0
         # Reads asked for during one turn of the event loop, handed over as one batch.
         self._read_batch: list[_Job[Any]] = []
+        self._lookups: sqlite3.Connection | None = None
         self._write_lock = asyncio.Lock()
         # Group commit: writes queued by :meth:`run` while the database is busy go in one
         # transaction (a savepoint each), so 1000 people cost a commit per batch.
@@ -84,6 +89,9 @@ class Database:
                 loop = asyncio.get_running_loop()
                 for number in range(self.readers):
                     self._readers.append(_ReadWorker(self.path, loop, number))
+                if self.readers:
+                    # Never waits for a lock: blocking here would stop the whole loop.
+                    self._lookups = _read_connection(self.path, busy_timeout_ms=0)
         except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
@@ -127,9 +135,20 @@ class Database:
                     await conn.execute("ROLLBACK")
                     raise StorageError(f"commit failed: {exc}") from exc
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], T], *, read: bool = False) -> T:
-        """``fn(raw connection)`` on a database thread, in one round trip: a reader's for a
-        read (when there is one), else aiosqlite's writer thread."""
+    async def _call(
+        self, fn: Callable[[sqlite3.Connection], T], *, read: bool = False, lookup: bool = False
+    ) -> T:
+        """``fn(raw connection)``: a lookup right here on the loop's read connection; other
+        reads on a reader thread; writes (or everything, for ``:memory:``) on aiosqlite's
+        writer thread, each in one round trip."""
+        if read and lookup and self._lookups is not None:
+            try:
+                return fn(self._lookups)
+            except sqlite3.OperationalError as exc:
+                # Rare under WAL (recovery, a checkpoint resetting the log): wait for the
+                # lock on a reader thread instead of here.
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
         if read and self._readers:
             future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
             self._read_batch.append((fn, future))
@@ -152,7 +171,9 @@ class Database:
         self._next_reader = (self._next_reader + 1) % len(self._readers)
         self._readers[self._next_reader].submit(batch)
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = True) -> T:
+    async def run(
+        self, fn: Callable[[sqlite3.Connection], T], *, write: bool = True, lookup: bool = False
+    ) -> T:
         """Run ``fn(raw sqlite3 connection)`` on the database thread in one round trip.
 
         ``write=True``: atomically, inside ``BEGIN IMMEDIATE`` ... ``COMMIT``, serialised
@@ -161,9 +182,10 @@ class Database:
         runs share one transaction (each in its own savepoint, so one caller's failure
         rolls back only its own writes); the call returns after the COMMIT.
         ``write=False``: a plain read (no lock, no transaction of its own). ``fn`` must not
-        await or block on the event loop: it runs on another thread."""
+        await or block on the event loop: it runs on another thread, or, with
+        ``lookup=True`` (see the class), on the loop itself."""
         if not write:
-            return await self._call(fn, read=True)
+            return await self._call(fn, read=True, lookup=lookup)
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._pending.append((fn, future))
         if self._drainer is None or self._drainer.done():
@@ -198,10 +220,16 @@ class Database:
                 else:
                     future.set_exception(value)
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
-        return await self._call(lambda raw: raw.execute(sql, params).fetchall(), read=True)
+    async def fetchall(
+        self, sql: str, params: Sequence[Any] = (), *, lookup: bool = False
+    ) -> list[aiosqlite.Row]:
+        return await self._call(
+            lambda raw: raw.execute(sql, params).fetchall(), read=True, lookup=lookup
+        )
 
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
+    async def fetchone(
+        self, sql: str, params: Sequence[Any] = (), *, lookup: bool = False
+    ) -> aiosqlite.Row | None:
         def one(raw: sqlite3.Connection) -> aiosqlite.Row | None:
             cur = raw.execute(sql, params)
             try:
@@ -210,9 +238,12 @@ class Database:
             finally:
                 cur.close()
 
-        return await self._call(one, read=True)
+        return await self._call(one, read=True, lookup=lookup)
 
     async def close(self) -> None:
+        if self._lookups is not None:
+            lookups, self._lookups = self._lookups, None
+            lookups.close()
         readers, self._readers = self._readers, []
         if self._read_batch:
             self._send_reads()  # fails them: no reader is left
@@ -245,14 +276,7 @@ class _ReadWorker:
     def __init__(self, path: Path, loop: asyncio.AbstractEventLoop, number: int) -> None:
         self._loop = loop
         # Opened here, so a failure surfaces in ``open``; used only by the thread below.
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        try:
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA query_only=ON")
-            self._conn.execute("PRAGMA busy_timeout=5000")
-        except sqlite3.Error:
-            self._conn.close()
-            raise
+        self._conn = _read_connection(path)
         self._jobs: queue.SimpleQueue[list[_Job[Any]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=self._serve, name=f"akira-db-reader-{number}", daemon=True
@@ -280,6 +304,19 @@ class _ReadWorker:
         self._jobs.put(None)
         self._thread.join()
         self._conn.close()
+
+
+def _read_connection(path: Path, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
+    """A read-only (``query_only``) connection; under WAL it sees every committed write."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
 
 
 def _settle(done: Sequence[tuple[asyncio.Future[Any], bool, Any]]) -> None:

@@ -536,7 +536,9 @@ class SQLiteGraphStore(GraphStore):
         if node_type is not None:
             sql += " AND type = ?"
             params.append(node_type)
-        row = await self.db.fetchone(sql + " ORDER BY ts DESC, rowid DESC LIMIT 1", params)
+        row = await self.db.fetchone(
+            sql + " ORDER BY ts DESC, rowid DESC LIMIT 1", params, lookup=True
+        )
         if row is None:
             return None
         return row["id"], from_ts(row["ts"])
@@ -549,6 +551,7 @@ class SQLiteGraphStore(GraphStore):
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND ts <= ? AND ts >= ?"
             " AND chat_id = ? ORDER BY ts DESC, rowid DESC LIMIT ?",
             (owner, to_ts(at), to_ts(since), chat_id, limit),
+            lookup=True,
         )
         return [node_from_row(r) for r in reversed(rows)]
 
@@ -572,8 +575,8 @@ class SQLiteGraphStore(GraphStore):
                     found[row[0]] = (common + 1, ntags)
             return found
 
-        # Every tag's postings in one round trip to the database thread.
-        return await self.db.run(read, write=False) if unique else {}
+        # Bounded by ``per_tag`` rows a tag: a lookup.
+        return await self.db.run(read, write=False, lookup=True) if unique else {}
 
     async def _owner_vectors(self, owner: str) -> _OwnerVectors | None:
         cached = self._cache.get(owner)
@@ -778,6 +781,7 @@ class SQLiteGraphStore(GraphStore):
                 f"SELECT {NODE_COLUMNS} FROM nodes WHERE id IN ({', '.join('?' * len(chunk))})"
                 " AND +owner = ?",
                 (*chunk, owner),
+                lookup=len(chunk) <= 64,
             )
             for row in rows:
                 found[row["id"]] = node_from_row(row)

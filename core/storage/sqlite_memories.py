@@ -735,7 +735,10 @@ class SQLiteMemoryStore(OwnedData):
         sql += _active_filter(at, params) + _scope_filter(scopes, params)
         sql += f" ORDER BY {_ORDER} LIMIT ? OFFSET ?"
         params.extend([-1 if limit is None else max(0, limit), max(0, offset)])
-        return [_from_row(r) for r in await self.db.fetchall(sql, params)]
+        # Every row read is returned (and turned into an object here anyway), unless a
+        # large offset skips many: then it is no lookup.
+        rows = await self.db.fetchall(sql, params, lookup=offset <= 100)
+        return [_from_row(r) for r in rows]
 
     async def by_tag(
         self, owner: str, tag: str, *, at: datetime | None = None, limit: int = 100

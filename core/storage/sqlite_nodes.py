@@ -54,7 +54,14 @@ MIGRATIONS = [
         CREATE INDEX nodes_owner_message ON nodes(owner, platform_message_id);
         CREATE UNIQUE INDEX nodes_owner_source ON nodes(owner, source_id) WHERE source_id IS NOT NULL;
         """,
-    )
+    ),
+    Migration(
+        2,
+        "nodes by chat",
+        # A chat's latest turns without walking the person's other chats: every message
+        # reads them (history, follow-ups), so they must stay an index lookup.
+        "CREATE INDEX nodes_owner_chat_ts ON nodes(owner, chat_id, ts);",
+    ),
 ]
 
 NODE_COLUMNS = (
@@ -167,7 +174,7 @@ class SQLiteUserStore(UserStore):
         seen = to_ts(seen_at or utcnow())
         # Every message calls this: a known person whose name is unchanged and who was
         # seen a moment ago costs a read, not a write.
-        row = await self.db.fetchone("SELECT * FROM users WHERE key = ?", (key,))
+        row = await self.db.fetchone("SELECT * FROM users WHERE key = ?", (key,), lookup=True)
         if (
             row is not None
             and (display_name is None or display_name == row["display_name"])
@@ -193,7 +200,7 @@ class SQLiteUserStore(UserStore):
         return self._from_row(row)
 
     async def get(self, key: str) -> UserRecord | None:
-        row = await self.db.fetchone("SELECT * FROM users WHERE key = ?", (key,))
+        row = await self.db.fetchone("SELECT * FROM users WHERE key = ?", (key,), lookup=True)
         return self._from_row(row) if row else None
 
     async def update_profile(self, key: str, **fields: Any) -> None:
@@ -314,7 +321,9 @@ class SQLiteNodeStore(NodeStore):
             params.append(to_ts(before))
         sql += " ORDER BY ts DESC, rowid DESC LIMIT ?"
         params.append(limit)
-        rows = await self.db.fetchall(sql, params)
+        # Indexed by (owner, ts) and (owner, chat_id, ts); a scope filter alone may walk
+        # much of the person's history, so that one goes to a reader thread.
+        rows = await self.db.fetchall(sql, params, lookup=scopes is None or chat_id is not None)
         return [node_from_row(r) for r in reversed(rows)]
 
     async def count(self, owner: str | None = None) -> int:
@@ -337,6 +346,7 @@ class SQLiteNodeStore(NodeStore):
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND platform_message_id = ?"
             " ORDER BY ts DESC LIMIT 1",
             (owner, platform_message_id),
+            lookup=True,
         )
         return node_from_row(row) if row else None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -73,3 +74,66 @@ async def test_ensure_writes_last_seen_at_most_once_a_minute(tmp_path: Path) -> 
         # Replayed history (older timestamps) never moves last_seen_at back.
         old = await users.ensure("telegram:1", seen_at=t0 - timedelta(days=3))
         assert old.last_seen_at == t0 + timedelta(minutes=5)
+
+
+async def test_lookups_run_on_the_loop_and_see_committed_writes(tmp_path: Path) -> None:
+    db = Database(tmp_path / "t.db")
+    await db.open([MIGRATION])
+    try:
+        for i in range(20):
+            await db.run(
+                lambda raw, i=i: raw.execute("INSERT INTO items VALUES (?, ?)", (f"k{i}", i))
+            )
+            row = await db.fetchone("SELECT v FROM items WHERE k = ?", (f"k{i}",), lookup=True)
+            assert row is not None and row[0] == i
+        # A lookup runs on the calling thread (no hop to a reader thread).
+        seen: list[str] = []
+
+        def where(raw: sqlite3.Connection) -> int:
+            seen.append(threading.current_thread().name)
+            return int(raw.execute("SELECT count(*) FROM items").fetchone()[0])
+
+        assert await db.run(where, write=False, lookup=True) == 20
+        assert await db.run(where, write=False) == 20
+        assert seen[0] == threading.current_thread().name
+        assert seen[1].startswith("akira-db-reader")
+        # Lookups are read-only too.
+        with pytest.raises(sqlite3.OperationalError):
+            await db.run(
+                lambda raw: raw.execute("INSERT INTO items VALUES ('x', 0)"),
+                write=False,
+                lookup=True,
+            )
+    finally:
+        await db.close()
+
+
+async def test_a_lookup_that_finds_the_database_locked_waits_on_a_reader_thread(
+    tmp_path: Path,
+) -> None:
+    """The loop's connection never waits for a lock (that would stall every person): a
+    lookup that meets SQLite's "database is locked" is retried on a reader thread, which
+    may wait. Any other error is the caller's."""
+    db = Database(tmp_path / "t.db")
+    await db.open([MIGRATION])
+    loop_thread = threading.current_thread().name
+    attempts: list[str] = []
+    try:
+        await db.run(lambda raw: raw.execute("INSERT INTO items VALUES ('a', 1)"))
+
+        def read(raw: sqlite3.Connection) -> int:
+            attempts.append(threading.current_thread().name)
+            if threading.current_thread().name == loop_thread:
+                raise sqlite3.OperationalError("database is locked")
+            return int(raw.execute("SELECT v FROM items").fetchone()[0])
+
+        assert await db.run(read, write=False, lookup=True) == 1
+        assert attempts[0] == loop_thread and attempts[1].startswith("akira-db-reader")
+
+        def broken(raw: sqlite3.Connection) -> None:
+            raw.execute("SELECT v FROM nowhere")
+
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):
+            await db.run(broken, write=False, lookup=True)
+    finally:
+        await db.close()
