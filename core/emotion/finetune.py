@@ -563,12 +563,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "figures": {
             "rows": len(examples),
             "rows_by_source": dict(Counter(sources)),
-            "log_adjust_en": dict(
-                zip(LABELS, np.round(best["adjust_en"], 3).tolist(), strict=True)
-            ),  # type: ignore[call-overload]
-            "log_adjust_pt": dict(
-                zip(LABELS, np.round(best["adjust_pt"], 3).tolist(), strict=True)
-            ),  # type: ignore[call-overload]
+            "log_adjust_en": {
+                lab: round(float(a), 3)
+                for lab, a in zip(LABELS, best["adjust_en"], strict=True)  # type: ignore[call-overload]
+            },
+            "log_adjust_pt": {
+                lab: round(float(a), 3)
+                for lab, a in zip(LABELS, best["adjust_pt"], strict=True)  # type: ignore[call-overload]
+            },
             "seconds_split_run": round(split_seconds, 1),
             "seconds_total": round(time.time() - started, 1),
         },
