@@ -181,6 +181,8 @@ class Database:
         is kept and the error is re-raised here. Writes that queue up while another batch
         runs share one transaction (each in its own savepoint, so one caller's failure
         rolls back only its own writes); the call returns after the COMMIT.
+        A write ``fn`` may run twice (see :func:`_group_transaction`): it must only write
+        through the connection it is given.
         ``write=False``: a plain read (no lock, no transaction of its own). ``fn`` must not
         await or block on the event loop: it runs on another thread, or, with
         ``lookup=True`` (see the class), on the loop itself."""
@@ -332,8 +334,32 @@ def _settle(done: Sequence[tuple[asyncio.Future[Any], bool, Any]]) -> None:
 def _group_transaction(
     raw: sqlite3.Connection, fns: Sequence[Callable[[sqlite3.Connection], Any]]
 ) -> list[tuple[bool, Any]]:
-    """Several callers' writes in one transaction on the database thread: each in a
-    savepoint, rolled back alone when it raises. Returns (ok, result or exception) each."""
+    """Several callers' writes in one transaction on the database thread. Returns (ok,
+    result or exception) for each.
+
+    First they all run straight through (the usual case: none fails). When one raises,
+    that transaction is rolled back and the batch runs again with a savepoint around each
+    write, so only the failing caller's writes are lost. Savepoints on every write would
+    cost two more statements each, and each statement is a round of the GIL between this
+    thread and the event loop. So a write function may run twice: it must only write
+    through ``raw``, with no effect elsewhere."""
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        values = [fn(raw) for fn in fns]
+    except Exception:
+        _rollback(raw)
+        return _savepointed_transaction(raw, fns)
+    except BaseException:
+        _rollback(raw)
+        raise
+    _commit(raw)
+    return [(True, value) for value in values]
+
+
+def _savepointed_transaction(
+    raw: sqlite3.Connection, fns: Sequence[Callable[[sqlite3.Connection], Any]]
+) -> list[tuple[bool, Any]]:
+    """The batch again, each write in a savepoint, rolled back alone when it raises."""
     out: list[tuple[bool, Any]] = []
     raw.execute("BEGIN IMMEDIATE")
     try:
@@ -351,12 +377,16 @@ def _group_transaction(
     except BaseException:
         _rollback(raw)
         raise
+    _commit(raw)
+    return out
+
+
+def _commit(raw: sqlite3.Connection) -> None:
     try:
         raw.execute("COMMIT")
     except sqlite3.Error as exc:
         _rollback(raw)
         raise StorageError(f"commit failed: {exc}") from exc
-    return out
 
 
 def _rollback(raw: sqlite3.Connection) -> None:

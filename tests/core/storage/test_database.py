@@ -137,3 +137,39 @@ async def test_a_lookup_that_finds_the_database_locked_waits_on_a_reader_thread(
             await db.run(broken, write=False, lookup=True)
     finally:
         await db.close()
+
+
+async def test_one_failing_write_loses_only_its_own_rows(tmp_path: Path) -> None:
+    """Writes queued together share a transaction; when one raises, the others are still
+    committed and only the failing caller's rows (even those written before it raised)
+    are gone."""
+    db = Database(tmp_path / "t.db")
+    await db.open([MIGRATION])
+    try:
+        await db.run(lambda raw: raw.execute("INSERT INTO items VALUES ('busy', 0)"))
+
+        def put(key: str, value: int) -> Callable[[sqlite3.Connection], str]:
+            def write(raw: sqlite3.Connection) -> str:
+                raw.execute("INSERT INTO items VALUES (?, ?)", (key, value))
+                return key
+
+            return write
+
+        def half_then_fail(raw: sqlite3.Connection) -> None:
+            raw.execute("INSERT INTO items VALUES ('half', 1)")
+            raw.execute("INSERT INTO items VALUES ('busy', 2)")  # primary key taken
+
+        results = await asyncio.gather(
+            db.run(put("a", 1)),
+            db.run(half_then_fail),
+            db.run(put("b", 2)),
+            return_exceptions=True,
+        )
+        assert results[0] == "a" and results[2] == "b"
+        assert isinstance(results[1], sqlite3.IntegrityError)
+        rows = await db.fetchall("SELECT k FROM items ORDER BY k")
+        assert [r[0] for r in rows] == ["a", "b", "busy"]
+        # The next writes go straight through again.
+        assert await db.run(put("c", 3)) == "c"
+    finally:
+        await db.close()
