@@ -908,7 +908,8 @@ def _write_graph_rows(
             node.owner,
         )
         for c in connections
-        if c.node_id != node.id
+        # NaN would be stored as NULL and fail the whole write.
+        if c.node_id != node.id and math.isfinite(c.strength)
     ]
     if edges:
         raw.executemany(
