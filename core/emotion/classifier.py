@@ -166,6 +166,14 @@ def features(vectors: np.ndarray, texts: Sequence[str], hash_dim: int) -> np.nda
     return np.concatenate([vectors, lexical], axis=1)
 
 
+def readings(proba: np.ndarray, labels: Sequence[str]) -> list[EmotionReading]:
+    """The most probable label of each row, with its probability as the score."""
+    best = proba.argmax(axis=1)
+    return [
+        EmotionReading(labels[int(i)], round(float(proba[row, i]), 4)) for row, i in enumerate(best)
+    ]
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(shifted)
@@ -231,9 +239,4 @@ class ClassifierDetector(EmotionDetector):
         return self._head.proba(self._head.features(vectors, texts), languages, texts)
 
     def _detect_batch(self, texts: Sequence[str]) -> list[EmotionReading]:
-        proba = self.probabilities(texts)
-        best = proba.argmax(axis=1)
-        return [
-            EmotionReading(self.labels[int(i)], round(float(proba[row, i]), 4))
-            for row, i in enumerate(best)
-        ]
+        return readings(self.probabilities(texts), self.labels)

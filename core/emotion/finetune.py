@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -50,10 +51,10 @@ from core.emotion.train import (
     fit_ngrams,
     goemotions_cap_ratios,
     is_portuguese,
+    language_figures,
     load_training_examples,
-    macro_f1,
-    neutral_as_aggressive,
     sample_weights,
+    selection_objective,
     selection_weights,
     source_key,
 )
@@ -99,7 +100,7 @@ def _torch():
 def build_modules(weights: E5Weights, params: FinetuneParams):
     """(frozen lower encoder, trainable top) as torch modules over the base weights."""
     torch = _torch()
-    nn = torch.nn
+    nn: Any = torch.nn  # imported at run time: the classes below subclass nn.Module
     f = torch.nn.functional
     c = weights.config
 
@@ -211,7 +212,7 @@ def lower_states(lower, ids: Sequence[list[int]], batch: int = 64) -> list[np.nd
     return [o for o in out if o is not None]
 
 
-def _batch(states: Sequence[np.ndarray], idx: Sequence[int]):
+def _batch(states: Sequence[np.ndarray], idx: Sequence[int] | np.ndarray):
     torch = _torch()
     t = max(len(states[i]) for i in idx)
     h = states[idx[0]].shape[1]
@@ -228,7 +229,7 @@ def _length_batches(lengths: np.ndarray, size: int, rng: np.random.Generator) ->
     within windows of 50 batches, cut, shuffle the batches."""
     order = rng.permutation(len(lengths))
     window = size * 50
-    batches = []
+    batches: list[np.ndarray] = []
     for s in range(0, len(order), window):
         chunk = order[s : s + window]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
@@ -441,18 +442,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cap = params.selection_cap
 
     def figures(logits: np.ndarray, adj_en: np.ndarray, adj_pt: np.ndarray) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for name, mask, adj in (("en", en_mask, adj_en), ("pt", pt_mask, adj_pt)):
-            lab = lab_held[mask]
-            pred = (logits[mask] + adj).argmax(axis=1)
-            out[name] = round(macro_f1(lab, pred, sorted(set(lab.tolist())), w_held[mask]), 4)
-            if name == "pt":
-                out["pt_neutral_as_agressivo"] = round(neutral_as_aggressive(lab, pred), 4)
-        return out
+        return language_figures(logits, lab_held, w_held, (en_mask, pt_mask), (adj_en, adj_pt))
 
     def objective(fig: dict[str, float]) -> float:
-        excess = max(0.0, fig["pt_neutral_as_agressivo"] - cap)
-        return (fig["en"] + fig["pt"] - HARD_CAP_PENALTY * excess) / 2
+        return selection_objective(fig, cap, HARD_CAP_PENALTY)
 
     zero = np.zeros(len(LABELS), dtype=np.float32)
     by_epoch: dict[str, object] = {}
@@ -524,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arrays["log_adjust_pt"] = np.asarray(best["adjust_pt"], dtype=np.float32)
     arrays["labels"] = np.array(LABELS)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(args.out, **arrays)
+    np.savez_compressed(args.out, **cast(dict[str, Any], arrays))
     recipe = {
         "format": 1,
         "labels": list(LABELS),

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from core.emotion.classifier import WEIGHTS_DIR, softmax
+from core.emotion.classifier import WEIGHTS_DIR, readings, softmax
 from core.emotion.detector import (
     EmotionDetector,
     EmotionError,
@@ -122,10 +122,10 @@ class FinetunedDetector(EmotionDetector):
         for i in range(base.config.layers):
             layer = base.layer(i)
             if i in tuned:
-                for m in MATRICES:
-                    a = arrays[f"l{i}.{m}.A"].astype(np.float32)
-                    b = arrays[f"l{i}.{m}.B"].astype(np.float32)
-                    layer[f"{m}.w"] = layer[f"{m}.w"] + (alpha / rank) * (b @ a)
+                for matrix in MATRICES:
+                    a = arrays[f"l{i}.{matrix}.A"].astype(np.float32)
+                    b = arrays[f"l{i}.{matrix}.B"].astype(np.float32)
+                    layer[f"{matrix}.w"] = layer[f"{matrix}.w"] + (alpha / rank) * (b @ a)
                 for key in layer:
                     if not key.endswith(".w") or key in ("aln.w", "oln.w"):
                         if f"l{i}.{key}" in arrays:
@@ -149,9 +149,4 @@ class FinetunedDetector(EmotionDetector):
         return softmax(logits)
 
     def _detect_batch(self, texts: Sequence[str]) -> list[EmotionReading]:
-        proba = self.probabilities(texts)
-        best = proba.argmax(axis=1)
-        return [
-            EmotionReading(self.labels[int(i)], round(float(proba[row, i]), 4))
-            for row, i in enumerate(best)
-        ]
+        return readings(self.probabilities(texts), self.labels)

@@ -273,6 +273,32 @@ def neutral_as_aggressive(true: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(pred[neutral] == LABELS.index("agressivo"))) if neutral.any() else 0.0
 
 
+def language_figures(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    masks: tuple[np.ndarray, np.ndarray],
+    adjustments: tuple[np.ndarray, np.ndarray],
+) -> dict[str, float]:
+    """Macro-F1 on the English and on the Portuguese rows (``masks``), each with its own
+    log-prior ``adjustments``, and the share of Portuguese neutral rows read as agressivo."""
+    out: dict[str, float] = {}
+    for name, mask, adjust in zip(("en", "pt"), masks, adjustments, strict=True):
+        lab = labels[mask]
+        pred = (logits[mask] + adjust).argmax(axis=1)
+        out[name] = round(macro_f1(lab, pred, sorted(set(lab.tolist())), weights[mask]), 4)
+        if name == "pt":
+            out["pt_neutral_as_agressivo"] = round(neutral_as_aggressive(lab, pred), 4)
+    return out
+
+
+def selection_objective(figures: dict[str, float], cap: float, penalty: float = 3.0) -> float:
+    """What model selection maximises: mean macro-F1 of the two languages, less a penalty
+    for Portuguese neutral read as agressivo beyond ``cap``."""
+    excess = max(0.0, figures["pt_neutral_as_agressivo"] - cap)
+    return (figures["en"] + figures["pt"] - penalty * excess) / 2
+
+
 def choose_adjustment(
     logits_by_group: Sequence[np.ndarray],
     labels_by_group: Sequence[np.ndarray],
@@ -385,18 +411,12 @@ def train(
     row_weights = np.ones(len(examples)) if score_weights is None else score_weights
 
     def evaluate(oof: np.ndarray, adjust_en: np.ndarray, adjust_pt: np.ndarray) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for name, mask, adjust in (("en", en_mask, adjust_en), ("pt", pt_mask, adjust_pt)):
-            lab = labels[mask]
-            pred = (oof[mask] + adjust).argmax(axis=1)
-            out[name] = round(macro_f1(lab, pred, sorted(set(lab.tolist())), row_weights[mask]), 4)
-            if name == "pt":
-                out["pt_neutral_as_agressivo"] = round(neutral_as_aggressive(lab, pred), 4)
-        return out
+        return language_figures(
+            oof, labels, row_weights, (en_mask, pt_mask), (adjust_en, adjust_pt)
+        )
 
     def objective(figures: dict[str, float]) -> float:
-        excess = max(0.0, figures["pt_neutral_as_agressivo"] - cap)
-        return (figures["en"] + figures["pt"] - 3.0 * excess) / 2
+        return selection_objective(figures, cap)
 
     zero = np.zeros(len(LABELS), dtype=np.float32)
     scales = params.ngram_scales if rows is not None else (0.0,)

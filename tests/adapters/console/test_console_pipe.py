@@ -99,3 +99,18 @@ def test_bad_user_argument_is_a_clear_usage_error(tmp_path: Path) -> None:
     proc = run_cli(["memory", "export", "alice"], "", tmp_path)
     assert proc.returncode == 2
     assert "platform:id" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_emotion_command_with_each_shipped_detector(tmp_path: Path) -> None:
+    """`akira-bot emotion TEXT --json` through the setting people use to pick a detector,
+    the opt-in fine-tuned model included; a value that is not a detector is refused."""
+    seed = "você é inútil! essa resposta é ridícula"
+    for detector in ("lexicon", "classifier", "finetuned"):
+        proc = run_cli(["emotion", seed, "--json"], "", tmp_path, AKIRA_EMOTION__DETECTOR=detector)
+        assert proc.returncode == 0, (detector, proc.stderr)
+        reading = json.loads(proc.stdout)
+        assert reading["label"] == "agressivo", (detector, reading)
+        assert 0.0 <= reading["score"] <= 1.0
+    bad = run_cli(["emotion", seed], "", tmp_path, AKIRA_EMOTION__DETECTOR="bart")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "finetuned" in bad.stderr  # the error lists what may be chosen
