@@ -86,9 +86,8 @@ class Database:
             await self._conn.execute("PRAGMA busy_timeout=5000")
             await self._migrate(sorted(migrations, key=lambda m: m.version))
             if str(self.path) != ":memory:":  # an in-memory database is per connection
-                loop = asyncio.get_running_loop()
                 for number in range(self.readers):
-                    self._readers.append(_ReadWorker(self.path, loop, number))
+                    self._readers.append(_ReadWorker(self.path, number))
                 if self.readers:
                     # Never waits for a lock: blocking here would stop the whole loop.
                     self._lookups = _read_connection(self.path, busy_timeout_ms=0)
@@ -163,6 +162,8 @@ class Database:
     def _send_reads(self) -> None:
         """Hand this loop turn's reads to the next reader, as one batch."""
         batch, self._read_batch = self._read_batch, []
+        if not batch:  # already sent by close()
+            return
         if not self._readers:  # closed in between
             for _, future in batch:
                 if not future.done():
@@ -275,8 +276,7 @@ class _ReadWorker:
     over in one batch, and the batch's results come back in one wake-up: the more people
     are talking at once, the less each read costs."""
 
-    def __init__(self, path: Path, loop: asyncio.AbstractEventLoop, number: int) -> None:
-        self._loop = loop
+    def __init__(self, path: Path, number: int) -> None:
         # Opened here, so a failure surfaces in ``open``; used only by the thread below.
         self._conn = _read_connection(path)
         self._jobs: queue.SimpleQueue[list[_Job[Any]] | None] = queue.SimpleQueue()
@@ -296,10 +296,11 @@ class _ReadWorker:
                     done.append((future, True, fn(self._conn)))
                 except BaseException as exc:  # delivered to the caller, never lost here
                     done.append((future, False, exc))
+            # A batch comes from one turn of one loop: its callers' loop gets the results.
             try:
-                self._loop.call_soon_threadsafe(_settle, done)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                return
+                batch[0][1].get_loop().call_soon_threadsafe(_settle, done)
+            except RuntimeError:  # that loop is closed: nobody is waiting any more
+                continue
 
     def close(self) -> None:
         """Finish the batches already queued, then close (blocking: call off the loop)."""

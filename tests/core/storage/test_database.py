@@ -173,3 +173,24 @@ async def test_one_failing_write_loses_only_its_own_rows(tmp_path: Path) -> None
         assert await db.run(put("c", 3)) == "c"
     finally:
         await db.close()
+
+
+def test_reads_answer_the_event_loop_that_asked(tmp_path: Path) -> None:
+    """A database opened under one event loop keeps serving reads when a later loop uses
+    it (a CLI running several ``asyncio.run`` calls), and closes cleanly from there."""
+    db = Database(tmp_path / "t.db")
+
+    async def first() -> None:
+        await db.open([MIGRATION])
+        await db.run(lambda raw: raw.execute("INSERT INTO items VALUES ('a', 1)"))
+        assert (await db.fetchone("SELECT v FROM items"))[0] == 1  # type: ignore[index]
+
+    async def second() -> int:
+        try:
+            rows = await asyncio.wait_for(db.fetchall("SELECT count(*) FROM items"), 5)
+            return int(rows[0][0])
+        finally:
+            await db.close()
+
+    asyncio.run(first())
+    assert asyncio.run(second()) == 1
