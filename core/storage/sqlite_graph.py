@@ -282,13 +282,17 @@ class _OwnerVectors:
         "center",
         "codes",
         "dim",
+        "edge_count",
+        "edges",
         "ids",
         "index",
         "matrix",
         "n",
         "scope_codes",
+        "scope_names",
         "scopes",
         "ts",
+        "walkable",
     )
 
     def __init__(self, dim: int, capacity: int = 64) -> None:
@@ -299,7 +303,15 @@ class _OwnerVectors:
         self.ts = np.zeros(max(capacity, 1), dtype=np.float64)
         self.scope_codes = np.zeros(max(capacity, 1), dtype=np.int32)
         self.scopes: dict[str, int] = {}
+        self.scope_names: list[str] = []
         self.n = 0
+        # The owner's edges by the nodes they touch (each edge under both of its ends):
+        # the recall walk reads them here instead of querying SQLite twice a message.
+        self.edges: dict[str, list[Edge]] = {}
+        self.edge_count = 0
+        # False when an edge touches a node this cache does not hold (one stored without
+        # a vector): the walk then asks SQLite, which knows every node.
+        self.walkable = True
         # Binary codes, built the first time the rows outgrow exact search; the centre is
         # then fixed (codes of later rows stay comparable) until the cache reloads.
         self.center: np.ndarray | None = None
@@ -313,7 +325,10 @@ class _OwnerVectors:
             self.matrix = np.concatenate([self.matrix, np.zeros((grow, self.dim), np.float32)])
             self.ts = np.concatenate([self.ts, np.zeros(grow, np.float64)])
             self.scope_codes = np.concatenate([self.scope_codes, np.zeros(grow, np.int32)])
-        code = self.scopes.setdefault(scope, len(self.scopes))
+        code = self.scopes.get(scope)
+        if code is None:
+            code = self.scopes[scope] = len(self.scope_names)
+            self.scope_names.append(scope)
         self.matrix[self.n] = vector
         self.ts[self.n] = ts
         self.scope_codes[self.n] = code
@@ -326,6 +341,38 @@ class _OwnerVectors:
                 pad = np.zeros((self.codes.shape[0], grow), np.uint64)
                 self.codes = np.concatenate([self.codes, pad], axis=1)
             self.codes[:, self.n - 1] = self._encode(self.matrix[self.n - 1 : self.n])[0]
+
+    def add_edge(self, edge: Edge) -> None:
+        self.edges.setdefault(edge.from_id, []).append(edge)
+        if edge.to_id != edge.from_id:
+            self.edges.setdefault(edge.to_id, []).append(edge)
+        self.edge_count += 1
+
+    def neighbours(self, node_ids: Sequence[str]) -> tuple[list[Edge], dict[str, NodePlace]]:
+        """What :meth:`SQLiteGraphStore.neighbours` returns, from memory."""
+        found: dict[int, Edge] = {}
+        for node_id in node_ids:
+            for edge in self.edges.get(node_id, ()):
+                found[id(edge)] = edge  # an edge between two of them comes twice
+        edges = list(found.values())
+        places: dict[str, NodePlace] = {}
+        for edge in edges:
+            for end in (edge.from_id, edge.to_id):
+                if end not in places and (place := self.place(end)) is not None:
+                    places[end] = place
+        return edges, places
+
+    def place(self, node_id: str) -> NodePlace | None:
+        i = self.index.get(node_id)
+        if i is None:
+            return None
+        return NodePlace(float(self.ts[i]), self.scope_names[int(self.scope_codes[i])])
+
+    @property
+    def rows(self) -> int:
+        """What this entry counts against the cache's row budget: a node with its vector,
+        or eight edges (about the same memory)."""
+        return self.n + self.edge_count // 8
 
     def _encode(self, rows: np.ndarray) -> np.ndarray:
         """(rows, words) uint64 sign codes of ``rows`` around the centre."""
@@ -443,6 +490,12 @@ class SQLiteGraphStore(GraphStore):
         self._cached_rows = 0
         self._model: tuple[str, int] | None = None
         self._documents: OrderedDict[str, int] = OrderedDict()
+        # A node stored while its owner's cache was loading may be missing from what the
+        # load read: such a load is used once, not kept. Owners loading now -> how many
+        # loads; and the last write (by ``_writes``) each of them got meanwhile.
+        self._writes = 0
+        self._loading: dict[str, int] = {}
+        self._written_while_loading: dict[str, int] = {}
 
     # -- model -------------------------------------------------------------------------
 
@@ -514,16 +567,35 @@ class SQLiteGraphStore(GraphStore):
         # database thread: the write lock is held for a single hop per message.
         if not await self.db.run(write):
             return False
+        self._writes += 1
+        if node.owner in self._loading:
+            self._written_while_loading[node.owner] = self._writes
         if node.owner in self._documents:
             self._documents[node.owner] += 1
-        if vector is not None:
-            cached = self._cache.get(node.owner)
-            if cached is not None:
-                before = cached.n
+        cached = self._cache.get(node.owner)
+        if cached is not None:
+            if vector is None:
+                self._drop(node.owner)  # the cache holds nodes with vectors only
+                return True
+            before = cached.rows
+            if node.id not in cached.index:
                 cached.append(node.id, _as_vector(vector), to_ts(node.timestamp), node.scope)
-                self._cached_rows += cached.n - before
-                self._cache.move_to_end(node.owner)
-                self._evict()
+                edges = {
+                    (c.node_id, c.relation_type): c
+                    for c in connections
+                    if c.node_id != node.id and math.isfinite(c.strength)
+                }
+                for c in edges.values():
+                    if c.node_id not in cached.index:
+                        # Stored only if that node is the owner's: unknown here.
+                        cached.walkable = False
+                        continue
+                    cached.add_edge(
+                        Edge(node.id, c.node_id, c.relation_type, float(c.strength), c.explanation)
+                    )
+            self._cached_rows += cached.rows - before
+            self._cache.move_to_end(node.owner)
+            self._evict()
         return True
 
     # -- reads -------------------------------------------------------------------------
@@ -583,12 +655,39 @@ class SQLiteGraphStore(GraphStore):
         if cached is not None:
             self._cache.move_to_end(owner)
             return cached
-        rows = await self.db.fetchall(
-            "SELECT e.node_id, e.vector, e.dim, n.ts, n.scope FROM graph_embeddings e"
-            " JOIN nodes n ON n.id = e.node_id"
-            " WHERE e.owner = ? AND n.owner = ? ORDER BY n.ts, n.rowid",
-            (owner, owner),
-        )
+
+        def read(raw: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+            # Vectors and edges from one snapshot: no edge to a node the vectors miss.
+            raw.execute("BEGIN")
+            try:
+                vectors = raw.execute(
+                    "SELECT e.node_id, e.vector, e.dim, n.ts, n.scope FROM graph_embeddings e"
+                    " JOIN nodes n ON n.id = e.node_id"
+                    " WHERE e.owner = ? AND n.owner = ? ORDER BY n.ts, n.rowid",
+                    (owner, owner),
+                ).fetchall()
+                edges = raw.execute(
+                    "SELECT from_id, to_id, relation_type, strength, explanation"
+                    " FROM graph_connections WHERE owner = ?",
+                    (owner,),
+                ).fetchall()
+            finally:
+                raw.execute("COMMIT")
+            return vectors, edges
+
+        self._loading[owner] = self._loading.get(owner, 0) + 1
+        begun = self._writes
+        try:
+            rows, edge_rows = await self.db.run(read, write=False)
+        finally:
+            self._loading[owner] -= 1
+            if not self._loading[owner]:
+                del self._loading[owner]
+            written = (
+                self._written_while_loading.pop(owner, 0)
+                if owner not in self._loading
+                else self._written_while_loading.get(owner, 0)
+            )
         if not rows:
             return None
         dim = int(rows[0]["dim"])
@@ -604,27 +703,35 @@ class SQLiteGraphStore(GraphStore):
                 row["ts"],
                 row["scope"],
             )
+        index = vectors.index
+        for from_id, to_id, relation, strength, explanation in edge_rows:
+            if from_id not in index or to_id not in index:
+                vectors.walkable = False
+            vectors.add_edge(Edge(from_id, to_id, relation, float(strength), explanation))
+        if written > begun:
+            return vectors  # a node stored meanwhile may be missing: good for this search only
         self._cache[owner] = vectors
-        self._cached_rows += vectors.n
+        self._cached_rows += vectors.rows
         self._evict()
         return vectors
 
     def _evict(self) -> None:
         while self._cached_rows > self.max_cached_rows and len(self._cache) > 1:
             _, dropped = self._cache.popitem(last=False)
-            self._cached_rows -= dropped.n
+            self._cached_rows -= dropped.rows
 
     def _drop(self, owner: str | None = None) -> None:
         if owner is None:
             self._cache.clear()
             self._cached_rows = 0
         elif (dropped := self._cache.pop(owner, None)) is not None:
-            self._cached_rows -= dropped.n
+            self._cached_rows -= dropped.rows
 
     def cache_info(self) -> dict[str, int]:
         return {
             "owners": len(self._cache),
             "rows": sum(v.n for v in self._cache.values()),
+            "edges": sum(v.edge_count for v in self._cache.values()),
             "bytes": sum(v.nbytes for v in self._cache.values()),
         }
 
@@ -752,6 +859,10 @@ class SQLiteGraphStore(GraphStore):
     ) -> tuple[list[Edge], dict[str, NodePlace]]:
         if not node_ids:
             return [], {}
+        cached = self._cache.get(owner)
+        if cached is not None and cached.walkable:
+            self._cache.move_to_end(owner)
+            return cached.neighbours(node_ids)
 
         def read(raw: sqlite3.Connection) -> tuple[list[Edge], dict[str, NodePlace]]:
             edges = _read_edges(raw, owner, node_ids)

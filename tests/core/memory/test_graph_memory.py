@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -356,3 +358,66 @@ async def test_vector_cache_stays_within_its_bound(storage: SQLiteStorage) -> No
     # An evicted owner is reloaded from the database, results unchanged.
     found = await memory.search_with_connections("amarelo", OWNER, limit=1)
     assert found[0].node.id == f"{OWNER}-2"
+
+
+def _edge_set(edges: list[Any]) -> set[tuple[str, str, str, float, str]]:
+    return {(e.from_id, e.to_id, e.relation_type, e.strength, e.explanation) for e in edges}
+
+
+async def test_walk_from_the_cache_matches_the_database(
+    memory: GraphMemory, storage: SQLiteStorage
+) -> None:
+    """The recall walk reads edges and places from the owner's cache; they must be the
+    ones SQLite holds, including edges added after the cache was loaded."""
+    await store_distractors(memory)
+    graph = storage.graph
+    await memory.search_with_connections("violão", OWNER)  # loads the owner's cache
+    assert graph.cache_info()["edges"] > 0
+    texts = ["Tenho ansiedade social", "Fico nervoso em grupos", "Comprei outro violão"]
+    for i, text in enumerate(texts):  # stored while cached: appended to the cache
+        at = T0 + timedelta(minutes=10 * i)
+        await memory.store(node(f"n{i}", text, at, scope="dm" if i else "server-1"))
+    await memory.store(node("o1", "Fico nervoso em grupos", T0, owner="telegram:7"))
+    ids = [f"d{i}-{OWNER}" for i in range(0, 11, 3)] + ["n0", "n1", "n2", "o1"]
+    cached_edges, cached_places = await graph.neighbours(OWNER, ids)
+    graph._drop()  # the same question to SQLite
+    sql_edges, sql_places = await graph.neighbours(OWNER, ids)
+    assert _edge_set(cached_edges) == _edge_set(sql_edges)
+    assert any(e.from_id == "n2" for e in sql_edges)  # the later nodes are in it
+    assert cached_places == sql_places
+    assert "o1" not in sql_places and all(e.from_id != "o1" for e in sql_edges)
+
+
+async def test_node_stored_while_the_cache_loads_is_not_lost(
+    memory: GraphMemory, storage: SQLiteStorage
+) -> None:
+    """The cache load reads a snapshot; a node committed before the load returns must
+    not be missing from the cache afterwards."""
+    graph = storage.graph
+    await memory.store(node("a1", "Tenho dor de cabeça", T0))
+    graph._drop()
+    database_run = storage.db.run
+    read_done, go_on = asyncio.Event(), asyncio.Event()
+
+    async def run_held_after_reading(fn: Any, *, write: bool = True, lookup: bool = False) -> Any:
+        result = await database_run(fn, write=write, lookup=lookup)
+        if not write and not lookup and not read_done.is_set():  # the cache load
+            read_done.set()
+            await go_on.wait()
+        return result
+
+    storage.db.run = run_held_after_reading  # type: ignore[method-assign]
+    try:
+        search = asyncio.create_task(
+            graph.vector_search(OWNER, np.ones(memory.embedder.dim, np.float32), k=5)
+        )
+        await read_done.wait()  # the load has read its snapshot and waits
+        await memory.store(node("a2", "Tomo remédio para dor de cabeça?", T0 + timedelta(1)))
+        go_on.set()
+        await search
+    finally:
+        storage.db.run = database_run  # type: ignore[method-assign]
+    found = await memory.search_with_connections("remédio", OWNER)
+    assert "a2" in [r.node.id for r in found]
+    edges, _ = await graph.neighbours(OWNER, ["a2"])
+    assert any(e.from_id == "a2" and e.to_id == "a1" for e in edges)
