@@ -25,6 +25,7 @@ an LRU over owners.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sqlite3
@@ -774,29 +775,39 @@ class SQLiteGraphStore(GraphStore):
         documents = await self._document_count(owner)
         token = owner_token(owner)
         any_term = f"otok : {token} AND content : ({' OR '.join(terms)})"
+        until = to_ts(at) if at is not None else math.inf
 
         def read(raw: sqlite3.Connection) -> tuple[float, list[Any], list[set[int]]]:
+            # Each query answers in ONE row (its rows aggregated to JSON inside SQLite):
+            # SQLite hands the GIL back at every row it steps through, and each time the
+            # event loop's thread then has to wait to take it again.
             # The owner's latest ``FTS_WINDOW`` rows holding any of the words (FTS5 walks
             # the postings ANDed with the owner's token, newest first, and stops)...
-            window = raw.execute(
-                "SELECT n.rowid, n.id, n.ts, n.scope FROM ("
+            # JSON prints a time with 15 digits, not exactly: whether it is in time is
+            # decided here, in SQLite, on the stored value.
+            found = raw.execute(
+                "SELECT json_group_array(json_array(n.rowid, n.id, n.ts, n.scope, n.ts <= ?))"
+                " FROM ("
                 "  SELECT rowid AS rid FROM nodes_fts WHERE nodes_fts MATCH ?"
                 "  ORDER BY rowid DESC LIMIT ?"
                 ") AS f JOIN nodes n ON n.rowid = f.rid WHERE n.owner = ?",
-                (any_term, FTS_WINDOW, owner),
-            ).fetchall()
+                (until, any_term, FTS_WINDOW, owner),
+            ).fetchone()[0]
+            window = json.loads(found)
             if not window:
                 return 0.0, [], []
             # ...then which of them hold each word: forward from the window's oldest row.
             lowest = min(r[0] for r in window)
             per_term = [
-                {
-                    r[0]
-                    for r in raw.execute(
-                        "SELECT rowid FROM nodes_fts WHERE nodes_fts MATCH ? AND rowid >= ?",
-                        (f"otok : {token} AND content : {term}", lowest),
+                set(
+                    json.loads(
+                        raw.execute(
+                            "SELECT json_group_array(rowid) FROM nodes_fts"
+                            " WHERE nodes_fts MATCH ? AND rowid >= ?",
+                            (f"otok : {token} AND content : {term}", lowest),
+                        ).fetchone()[0]
                     )
-                }
+                )
                 for term in terms
             ]
             row = raw.execute("SELECT min(ts) FROM nodes WHERE owner = ?", (owner,)).fetchone()
@@ -824,12 +835,11 @@ class SQLiteGraphStore(GraphStore):
             for rowid in rows:
                 score_of[rowid] = score_of.get(rowid, 0.0) + idf
         allowed = set(scopes) if scopes is not None else None
-        until = to_ts(at) if at is not None else None
         scored: list[tuple[float, float, str]] = []
-        for rowid, node_id, ts, scope in window:
+        for rowid, node_id, ts, scope, in_time in window:
             if node_id in excluded or (allowed is not None and scope not in allowed):
                 continue
-            if until is not None and ts > until:
+            if not in_time:
                 continue
             scored.append((score_of.get(rowid, 0.0), ts, node_id))
         # Rarer words, more of them, then the more recent.

@@ -421,3 +421,17 @@ async def test_node_stored_while_the_cache_loads_is_not_lost(
     assert "a2" in [r.node.id for r in found]
     edges, _ = await graph.neighbours(OWNER, ["a2"])
     assert any(e.from_id == "a2" and e.to_id == "a1" for e in edges)
+
+
+async def test_full_text_search_time_bound_is_exact(
+    memory: GraphMemory, storage: SQLiteStorage
+) -> None:
+    """A node said at the very moment asked about is in; one a microsecond later is not
+    (the time is compared on the stored value, not on a printed one)."""
+    at = datetime(2024, 3, 1, 9, 0, 0, 123457, tzinfo=UTC)
+    await memory.store(node("t1", "Meu violino antigo", at))
+    await memory.store(node("t2", "Meu violino novo", at + timedelta(microseconds=1)))
+    found = await storage.graph.text_search(OWNER, "violino", k=5, at=at)
+    assert [node_id for node_id, _ in found] == ["t1"]
+    later = await storage.graph.text_search(OWNER, "violino", k=5)
+    assert {node_id for node_id, _ in later} == {"t1", "t2"}
