@@ -1011,35 +1011,32 @@ def _write_graph_rows(
             " VALUES (?, ?, ?, ?, ?)",
             (node.id, node.owner, model, int(np.asarray(vector).shape[-1]), _blob(vector)),
         )
+    # Tags and edges go in as one JSON array each: one statement, one step. With
+    # ``executemany`` SQLite steps once a row, and hands the GIL to the event loop and
+    # back at every step.
     tags = list(dict.fromkeys(node.tags))
     if tags:
-        raw.executemany(
-            "INSERT OR IGNORE INTO graph_tags(owner, tag, ts, node_id, ntags) VALUES (?, ?, ?, ?, ?)",
-            [(node.owner, tag, ts, node.id, len(tags)) for tag in tags],
+        raw.execute(
+            "INSERT OR IGNORE INTO graph_tags(owner, tag, ts, node_id, ntags)"
+            " SELECT ?, value, ?, ?, ? FROM json_each(?)",
+            (node.owner, ts, node.id, len(tags), json.dumps(tags)),
         )
     edges = [
-        (
-            node.owner,
-            node.id,
-            c.node_id,
-            c.relation_type,
-            float(c.strength),
-            c.explanation,
-            c.node_id,
-            node.owner,
-        )
+        [c.node_id, c.relation_type, float(c.strength), c.explanation]
         for c in connections
         # NaN would be stored as NULL and fail the whole write.
         if c.node_id != node.id and math.isfinite(c.strength)
     ]
     if edges:
-        raw.executemany(
+        raw.execute(
             "INSERT OR REPLACE INTO graph_connections"
             "(owner, from_id, to_id, relation_type, strength, explanation)"
-            " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS"
+            " SELECT ?1, ?2, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),"
+            " json_extract(e.value, '$[2]'), json_extract(e.value, '$[3]')"
+            " FROM json_each(?3) AS e WHERE EXISTS"
             # The target must be the same owner's node: never an edge across people.
-            " (SELECT 1 FROM nodes WHERE id = ? AND owner = ?)",
-            edges,
+            " (SELECT 1 FROM nodes WHERE id = json_extract(e.value, '$[0]') AND owner = ?1)",
+            (node.owner, node.id, json.dumps(edges)),
         )
 
 
