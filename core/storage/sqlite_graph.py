@@ -42,7 +42,13 @@ from core.embeddings.hashing import fold
 from core.storage.base import OwnedData
 from core.storage.database import Database, Migration, StorageError
 from core.storage.records import Connection, MemoryNode, from_ts, to_ts
-from core.storage.sqlite_nodes import NODE_COLUMNS, SQLiteNodeStore, insert_node, node_from_row
+from core.storage.sqlite_nodes import (
+    NODE_COLUMNS,
+    SQLiteNodeStore,
+    insert_node,
+    node_from_params,
+    node_from_row,
+)
 
 MIGRATIONS = [
     Migration(
@@ -568,6 +574,7 @@ class SQLiteGraphStore(GraphStore):
         # database thread: the write lock is held for a single hop per message.
         if not await self.db.run(write):
             return False
+        self.nodes.stored(node)
         self._writes += 1
         if node.owner in self._loading:
             self._written_while_loading[node.owner] = self._writes
@@ -604,8 +611,18 @@ class SQLiteGraphStore(GraphStore):
     async def latest_node(
         self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
     ) -> tuple[str, datetime] | None:
+        until, skip = to_ts(at), exclude or ""
+        kept = await self.nodes.latest_matching(
+            owner,
+            1,
+            lambda row: (
+                row[4] <= until and row[0] != skip and (node_type is None or row[2] == node_type)
+            ),
+        )
+        if kept is not None:
+            return (kept[0][0], from_ts(kept[0][4])) if kept else None
         sql = "SELECT id, ts FROM nodes WHERE owner = ? AND ts <= ? AND id != ?"
-        params: list[Any] = [owner, to_ts(at), exclude or ""]
+        params: list[Any] = [owner, until, skip]
         if node_type is not None:
             sql += " AND type = ?"
             params.append(node_type)
@@ -620,6 +637,15 @@ class SQLiteGraphStore(GraphStore):
         self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
     ) -> list[MemoryNode]:
         """The owner's latest nodes of one chat in ``[since, at]``, oldest first."""
+        until, first = to_ts(at), to_ts(since)
+        kept = await self.nodes.latest_matching(
+            owner,
+            limit,
+            lambda row: first <= row[4] <= until and row[5] == chat_id,
+            since=first,
+        )
+        if kept is not None:
+            return [node_from_params(row) for row in reversed(kept)]
         rows = await self.db.fetchall(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND ts <= ? AND ts >= ?"
             " AND chat_id = ? ORDER BY ts DESC, rowid DESC LIMIT ?",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -18,6 +20,11 @@ from core.types import parse_user_key, utcnow
 T = TypeVar("T")
 
 LAST_SEEN_PRECISION_S = 60.0  # users.last_seen_at is rewritten at most this often
+# Every message asks for its person's latest nodes several times (the chat's previous
+# turn, the recent history, the latest node to link to, the message a reply answers).
+# These many of each person's latest nodes are kept in memory, for this many nodes in all.
+LATEST_PER_OWNER = 32
+MAX_LATEST_NODES = 64_000
 
 MIGRATIONS = [
     Migration(
@@ -70,7 +77,10 @@ NODE_COLUMNS = (
 )
 
 
-def node_from_row(row: aiosqlite.Row) -> MemoryNode:
+_NODE_COLUMN_NAMES = tuple(name.strip() for name in NODE_COLUMNS.split(","))
+
+
+def node_from_row(row: aiosqlite.Row | dict[str, Any]) -> MemoryNode:
     return MemoryNode(
         id=row["id"],
         owner=row["owner"],
@@ -251,12 +261,61 @@ class SQLiteUserStore(UserStore):
             return cur.rowcount or 0
 
 
+@dataclass
+class _LatestNodes:
+    """One person's latest nodes as stored (the columns of :data:`NODE_COLUMNS`), oldest
+    first, in the order SQLite sorts them (time, then insertion). ``complete``: these are
+    all of the person's nodes; otherwise they are the latest ``LATEST_PER_OWNER``, and an
+    answer not found among them has to come from SQLite."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    complete: bool = False
+
+    def newest_first(self) -> Iterator[tuple[Any, ...]]:
+        return reversed(self.rows)
+
+    @property
+    def oldest_ts(self) -> float:
+        return float(self.rows[0][4]) if self.rows else float("inf")
+
+    def add(self, params: tuple[Any, ...]) -> None:
+        if any(row[0] == params[0] for row in self.rows):
+            return  # already read from the database
+        ts = params[4]
+        if not self.complete and self.rows and ts < self.rows[0][4]:
+            return  # older than every kept node: not among the latest
+        # A new row sorts after every stored row of the same time (its rowid is larger).
+        at = len(self.rows)
+        while at > 0 and self.rows[at - 1][4] > ts:
+            at -= 1
+        self.rows.insert(at, params)
+        if len(self.rows) > LATEST_PER_OWNER:
+            del self.rows[0]
+            self.complete = False
+
+
+def node_from_params(params: tuple[Any, ...]) -> MemoryNode:
+    """A fresh node from kept columns (callers may change what they get)."""
+    return node_from_row(dict(zip(_NODE_COLUMN_NAMES, params, strict=True)))
+
+
 class SQLiteNodeStore(NodeStore):
     def __init__(self, db: Database) -> None:
         self.db = db
+        # People's latest nodes (see _LatestNodes), least recently used first.
+        self._latest: OrderedDict[str, _LatestNodes] = OrderedDict()
+        self._latest_rows = 0
+        # A node stored while its owner's latest nodes were being read may be missing
+        # from what was read: such a read is used once, not kept (as the graph's cache).
+        self._writes = 0
+        self._loading: dict[str, int] = {}
+        self._written_while_loading: dict[str, int] = {}
 
     async def add(self, node: MemoryNode) -> bool:
-        return await self.db.run(lambda raw: insert_node(raw, node))
+        stored = await self.db.run(lambda raw: insert_node(raw, node))
+        if stored:
+            self.stored(node)
+        return stored
 
     async def insert(self, conn: aiosqlite.Connection, node: MemoryNode) -> bool:
         """Insert inside a caller's transaction (the graph adds its rows beside it)."""
@@ -264,7 +323,93 @@ class SQLiteNodeStore(NodeStore):
             f"INSERT OR IGNORE INTO nodes({NODE_COLUMNS}) VALUES ({', '.join('?' * 14)})",
             node_params(node),
         )
+        # Not committed yet, and it may never be: forget what is kept of this person.
+        self._forget_latest(node.owner)
         return (cur.rowcount or 0) > 0
+
+    # -- the latest nodes kept in memory ----------------------------------------------
+
+    def stored(self, node: MemoryNode) -> None:
+        """Called once ``node`` is committed (by :meth:`add`, or by a store that inserted
+        it with :func:`insert_node` in its own transaction)."""
+        self._writes += 1
+        if node.owner in self._loading:
+            self._written_while_loading[node.owner] = self._writes
+        latest = self._latest.get(node.owner)
+        if latest is not None:
+            before = len(latest.rows)
+            latest.add(node_params(node))
+            self._latest_rows += len(latest.rows) - before
+
+    def _forget_latest(self, owner: str | None = None) -> None:
+        if owner is None:
+            self._latest.clear()
+            self._latest_rows = 0
+        elif (dropped := self._latest.pop(owner, None)) is not None:
+            self._latest_rows -= len(dropped.rows)
+
+    async def _latest_of(self, owner: str) -> _LatestNodes:
+        latest = self._latest.get(owner)
+        if latest is not None:
+            self._latest.move_to_end(owner)
+            return latest
+        self._loading[owner] = self._loading.get(owner, 0) + 1
+        begun = self._writes
+        try:
+            rows = await self.db.fetchall(
+                f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ?"
+                " ORDER BY ts DESC, rowid DESC LIMIT ?",
+                (owner, LATEST_PER_OWNER + 1),
+                lookup=True,
+            )
+        finally:
+            self._loading[owner] -= 1
+            if not self._loading[owner]:
+                del self._loading[owner]
+            written = (
+                self._written_while_loading.pop(owner, 0)
+                if owner not in self._loading
+                else self._written_while_loading.get(owner, 0)
+            )
+        latest = _LatestNodes(
+            [tuple(row) for row in reversed(rows[:LATEST_PER_OWNER])],
+            complete=len(rows) <= LATEST_PER_OWNER,
+        )
+        if written > begun:
+            return latest  # a node stored meanwhile may be missing: for this question only
+        self._latest[owner] = latest
+        self._latest_rows += len(latest.rows)
+        while self._latest_rows > MAX_LATEST_NODES and len(self._latest) > 1:
+            _, dropped = self._latest.popitem(last=False)
+            self._latest_rows -= len(dropped.rows)
+        return latest
+
+    async def latest_matching(
+        self,
+        owner: str,
+        limit: int,
+        keep: Callable[[tuple[Any, ...]], bool],
+        *,
+        since: float | None = None,
+    ) -> list[tuple[Any, ...]] | None:
+        """Up to ``limit`` of the owner's latest stored rows that ``keep`` accepts, newest
+        first, from memory; None when memory cannot tell (the answer may lie among older
+        nodes: ask SQLite). ``since``: rows older than that time are never wanted."""
+        latest = await self._latest_of(owner)
+        found: list[tuple[Any, ...]] = []
+        for row in latest.newest_first():
+            if len(found) >= limit:
+                break
+            if keep(row):
+                found.append(row)
+        # Every node not kept is older than (or as old as) the oldest kept one.
+        if (
+            len(found) >= limit
+            or latest.complete
+            or (since is not None and latest.oldest_ts < since)
+        ):
+            return found
+        return None
 
     async def known_sources(self, owner: str, source_ids: Sequence[str]) -> set[str]:
         ids = list(dict.fromkeys(source_ids))
@@ -321,6 +466,19 @@ class SQLiteNodeStore(NodeStore):
             params.append(to_ts(before))
         sql += " ORDER BY ts DESC, rowid DESC LIMIT ?"
         params.append(limit)
+        allowed = set(scopes) if scopes is not None else None
+        until = to_ts(before) if before is not None else None
+        kept = await self.latest_matching(
+            owner,
+            limit,
+            lambda row: (
+                (allowed is None or row[7] in allowed)
+                and (chat_id is None or row[5] == chat_id)
+                and (until is None or row[4] < until)
+            ),
+        )
+        if kept is not None:
+            return [node_from_params(row) for row in reversed(kept)]
         # Indexed by (owner, ts) and (owner, chat_id, ts); a scope filter alone may walk
         # much of the person's history, so that one goes to a reader thread.
         rows = await self.db.fetchall(sql, params, lookup=scopes is None or chat_id is not None)
@@ -340,8 +498,16 @@ class SQLiteNodeStore(NodeStore):
                 (label, score, owner, node_id),
             ).close()
         )
+        latest = self._latest.get(owner)
+        if latest is not None:
+            for i, row in enumerate(latest.rows):
+                if row[0] == node_id:
+                    latest.rows[i] = (*row[:11], label, score, *row[13:])
 
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
+        kept = await self.latest_matching(owner, 1, lambda row: row[8] == platform_message_id)
+        if kept is not None:
+            return node_from_params(kept[0]) if kept else None
         row = await self.db.fetchone(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND platform_message_id = ?"
             " ORDER BY ts DESC LIMIT 1",
@@ -357,6 +523,10 @@ class SQLiteNodeStore(NodeStore):
         return [node_to_dict(node_from_row(r)) for r in rows]
 
     async def delete_owner(self, owner: str) -> int:
-        async with self.db.transaction() as conn:
-            cur = await conn.execute("DELETE FROM nodes WHERE owner = ?", (owner,))
-            return cur.rowcount or 0
+        self._forget_latest(owner)
+        try:
+            async with self.db.transaction() as conn:
+                cur = await conn.execute("DELETE FROM nodes WHERE owner = ?", (owner,))
+                return cur.rowcount or 0
+        finally:
+            self._forget_latest(owner)
