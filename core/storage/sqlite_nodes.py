@@ -25,6 +25,11 @@ LAST_SEEN_PRECISION_S = 60.0  # users.last_seen_at is rewritten at most this oft
 # These many of each person's latest nodes are kept in memory, for this many nodes in all.
 LATEST_PER_OWNER = 32
 MAX_LATEST_NODES = 64_000
+MAX_KEPT_USERS = 20_000  # users' rows kept in memory
+USER_COLUMNS = (
+    "key, platform, external_id, display_name, language, created_at, last_seen_at, profile"
+)
+_USER_COLUMN_NAMES = tuple(name.strip() for name in USER_COLUMNS.split(","))
 
 MIGRATIONS = [
     Migration(
@@ -145,27 +150,33 @@ def node_to_dict(node: MemoryNode) -> dict[str, Any]:
     }
 
 
-def _rewrite_profile(raw: sqlite3.Connection, key: str, edit: Callable[[dict[str, Any]], T]) -> T:
+def _rewrite_profile(
+    raw: sqlite3.Connection, key: str, edit: Callable[[dict[str, Any]], T]
+) -> tuple[T, str]:
     """Load a user's JSON profile, let ``edit`` change it in place, store it back
-    (database thread, inside the caller's transaction). Returns what ``edit`` returns."""
+    (database thread, inside the caller's transaction). Returns what ``edit`` returns,
+    and the profile as stored."""
     row = raw.execute("SELECT profile FROM users WHERE key = ?", (key,)).fetchone()
     if row is None:
         raise KeyError(key)
     profile = json.loads(row[0])
     result = edit(profile)
-    raw.execute(
-        "UPDATE users SET profile = ? WHERE key = ?",
-        (json.dumps(profile, ensure_ascii=False), key),
-    )
-    return result
+    stored = json.dumps(profile, ensure_ascii=False)
+    raw.execute("UPDATE users SET profile = ? WHERE key = ?", (stored, key))
+    return result, stored
 
 
 class SQLiteUserStore(UserStore):
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Users' rows as stored (column -> value), least recently used first: every
+        # message asks for its person. Every write to the table goes through this class,
+        # which keeps them up to date.
+        self._rows: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._writes = 0  # a row read while a write landed may be stale: not kept
 
     @staticmethod
-    def _from_row(row: aiosqlite.Row) -> UserRecord:
+    def _from_row(row: aiosqlite.Row | dict[str, Any]) -> UserRecord:
         return UserRecord(
             key=row["key"],
             platform=row["platform"],
@@ -177,14 +188,44 @@ class SQLiteUserStore(UserStore):
             profile=json.loads(row["profile"]),
         )
 
+    def _keep(self, key: str, row: aiosqlite.Row | dict[str, Any]) -> dict[str, Any]:
+        kept = {name: row[name] for name in _USER_COLUMN_NAMES}
+        self._rows[key] = kept
+        self._rows.move_to_end(key)
+        while len(self._rows) > MAX_KEPT_USERS:
+            self._rows.popitem(last=False)
+        return kept
+
+    def _written(self, key: str, **values: Any) -> None:
+        """A write to ``key``'s row committed: the kept row takes its new values."""
+        self._writes += 1
+        kept = self._rows.get(key)
+        if kept is not None:
+            kept.update(values)
+
+    async def _row(self, key: str) -> dict[str, Any] | None:
+        kept = self._rows.get(key)
+        if kept is not None:
+            self._rows.move_to_end(key)
+            return kept
+        begun = self._writes
+        row = await self.db.fetchone(
+            f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,), lookup=True
+        )
+        if row is None:
+            return None
+        if self._writes != begun:
+            return {name: row[name] for name in _USER_COLUMN_NAMES}
+        return self._keep(key, row)
+
     async def ensure(
         self, key: str, *, display_name: str | None = None, seen_at: datetime | None = None
     ) -> UserRecord:
         platform, external_id = parse_user_key(key)
         seen = to_ts(seen_at or utcnow())
         # Every message calls this: a known person whose name is unchanged and who was
-        # seen a moment ago costs a read, not a write.
-        row = await self.db.fetchone("SELECT * FROM users WHERE key = ?", (key,), lookup=True)
+        # seen a moment ago costs no write (and, once kept, no read).
+        row = await self._row(key)
         if (
             row is not None
             and (display_name is None or display_name == row["display_name"])
@@ -201,23 +242,27 @@ class SQLiteUserStore(UserStore):
                 "  last_seen_at = MAX(users.last_seen_at, excluded.last_seen_at)",
                 (key, platform, external_id, display_name, seen, seen),
             )
-            row: sqlite3.Row = raw.execute("SELECT * FROM users WHERE key = ?", (key,)).fetchone()
+            row: sqlite3.Row = raw.execute(
+                f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,)
+            ).fetchone()
             return row
 
         # Upsert and read back in one round trip to the database thread (every message).
-        row = await self.db.run(upsert)
-        assert row is not None
-        return self._from_row(row)
+        self._rows.pop(key, None)
+        stored = await self.db.run(upsert)
+        assert stored is not None
+        self._writes += 1
+        return self._from_row(self._keep(key, stored))
 
     async def get(self, key: str) -> UserRecord | None:
-        row = await self.db.fetchone("SELECT * FROM users WHERE key = ?", (key,), lookup=True)
+        row = await self._row(key)
         return self._from_row(row) if row else None
 
     async def update_profile(self, key: str, **fields: Any) -> None:
         def update(profile: dict[str, Any]) -> None:
             profile.update(fields)
 
-        await self.db.run(lambda raw: _rewrite_profile(raw, key, update))
+        await self.change_profile_with(key, update)
 
     async def change_profile(self, key: str, field: str, change: Callable[[Any], T]) -> T:
         """Read-modify-write of one profile field in one transaction and one round trip:
@@ -229,14 +274,30 @@ class SQLiteUserStore(UserStore):
             profile[field] = value
             return value
 
-        return await self.db.run(lambda raw: _rewrite_profile(raw, key, update))
+        return await self.change_profile_with(key, update)
+
+    async def change_profile_with(self, key: str, edit: Callable[[dict[str, Any]], T]) -> T:
+        """``edit(profile)`` changes the profile in place (database thread, in one
+        transaction); returns what it returns."""
+        try:
+            result, stored = await self.db.run(lambda raw: _rewrite_profile(raw, key, edit))
+        except BaseException:
+            self._rows.pop(key, None)  # committed or not: read it again
+            raise
+        self._written(key, profile=stored)
+        return result
 
     async def set_language(self, key: str, language: str) -> None:
-        await self.db.run(
-            lambda raw: raw.execute(
-                "UPDATE users SET language = ? WHERE key = ?", (language, key)
-            ).close()
-        )
+        try:
+            await self.db.run(
+                lambda raw: raw.execute(
+                    "UPDATE users SET language = ? WHERE key = ?", (language, key)
+                ).close()
+            )
+        except BaseException:
+            self._rows.pop(key, None)
+            raise
+        self._written(key, language=language)
 
     async def count(self) -> int:
         row = await self.db.fetchone("SELECT COUNT(*) FROM users")
@@ -256,9 +317,14 @@ class SQLiteUserStore(UserStore):
         }
 
     async def delete_owner(self, owner: str) -> int:
-        async with self.db.transaction() as conn:
-            cur = await conn.execute("DELETE FROM users WHERE key = ?", (owner,))
-            return cur.rowcount or 0
+        self._rows.pop(owner, None)
+        self._writes += 1
+        try:
+            async with self.db.transaction() as conn:
+                cur = await conn.execute("DELETE FROM users WHERE key = ?", (owner,))
+                return cur.rowcount or 0
+        finally:
+            self._rows.pop(owner, None)
 
 
 @dataclass
