@@ -38,7 +38,9 @@ class EmbeddingSettings(BaseModel):
 
 class EmotionSettings(BaseModel):
     # auto: the shipped classifier when its weights fit the embedder, else the lexicon.
-    detector: Literal["auto", "classifier", "finetuned", "transformers", "lexicon", "off"] = "auto"
+    detector: Literal[
+        "auto", "classifier", "ensemble", "finetuned", "transformers", "lexicon", "off"
+    ] = "auto"
     model: str | None = None  # for the transformers detector
     label_map: dict[str, str] = Field(default_factory=dict)  # model label -> our state
     confidence_threshold: float = Field(default=0.5, ge=0, le=1)

@@ -95,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--detector",
         default="classifier",
-        choices=["classifier", "finetuned", "auto", "transformers", "lexicon"],
-        help="classifier = the shipped default (the fine-tuned e5 model when it loads, else "
-        "the embedding classifier); pass --weights to force the embedding classifier",
+        choices=["classifier", "ensemble", "finetuned", "auto", "transformers", "lexicon"],
+        help="classifier = the shipped default (the detector whose recipe is marked default "
+        "when it loads, else the embedding classifier); pass --weights to force the "
+        "embedding classifier",
     )
     parser.add_argument(
         "--embedding-backend", default=None, help="default: the one the classifier was trained on"
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         embedder=embedder,
         model=args.model,
         weights=args.weights,
-        strict=args.detector in ("classifier", "finetuned"),
+        strict=args.detector in ("classifier", "ensemble", "finetuned"),
     )
     baseline = build_detector("lexicon", embedder=None)
     report: dict[str, object] = {}
@@ -143,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     if recipe:
         report["classifier"] = {
             "detector": detector.name,
-            "embedder": recipe.get("embedder") or recipe.get("base_model"),
+            "embedder": recipe.get("embedder")
+            or recipe.get("base_model")
+            or recipe.get("components"),
             "architecture": recipe.get("architecture"),
             "trained_at": recipe.get("trained_at"),
         }

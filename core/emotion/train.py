@@ -116,7 +116,7 @@ def cap_labels(examples: Sequence[Example], caps: dict[str, int]) -> list[Exampl
 
 def load_training_examples(
     data_dir: Path,
-    written: Path | None = WRITTEN_EXAMPLES,
+    written: Path | Sequence[Path] | None = WRITTEN_EXAMPLES,
     goemotions_caps: dict[str, int] | None = None,
     goemotions_rows: int = 0,
 ) -> list[Example]:
@@ -131,8 +131,8 @@ def load_training_examples(
         *read_brighter(emotion / "brighter" / "track_a_train_eng.csv"),
         *read_brighter(emotion / "brighter" / "track_a_train_ptbr.csv"),
     ]
-    if written is not None:
-        examples.extend(e for e in read_labelled_tsv(written) if e.label in LABELS)
+    for path in [written] if isinstance(written, Path) else written or ():
+        examples.extend(e for e in read_labelled_tsv(path) if e.label in LABELS)
     return examples
 
 
@@ -492,6 +492,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-written", action="store_true", help="leave out core/emotion/examples_pt.tsv"
     )
+    parser.add_argument(
+        "--written",
+        type=Path,
+        nargs="+",
+        default=[WRITTEN_EXAMPLES],
+        help="written example files (TSV), read in this order",
+    )
     defaults = HyperParams()
     parser.add_argument("--hidden", type=int, default=defaults.hidden)
     parser.add_argument("--hash-dim", type=int, default=defaults.hash_dim)
@@ -544,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache_dir = None if str(args.cache_dir).lower() == "none" else args.cache_dir
     model = None if args.embedding_model in ("", "original", "none") else args.embedding_model
     embedder = build_embedder(args.embedding_backend, model)
-    written = None if args.no_written else WRITTEN_EXAMPLES
+    written = None if args.no_written else args.written
     examples = load_training_examples(
         args.data_dir, written, params.goemotions_caps, args.goemotions_rows
     )
@@ -561,7 +568,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "emotion/brighter/track_a_train_ptbr.csv (BRIGHTER / SemEval-2025 Task 11, CC BY 4.0)",
     ]
     if written is not None:
-        files.append("core/emotion/examples_pt.tsv (written for AKIRA)")
+        names = " + ".join(f"core/emotion/{path.name}" for path in written)
+        files.append(f"{names} (written for AKIRA)")
     recipe = {
         "format": 1,
         "labels": list(LABELS),

@@ -103,9 +103,10 @@ def test_bad_user_argument_is_a_clear_usage_error(tmp_path: Path) -> None:
 
 def test_emotion_command_with_each_shipped_detector(tmp_path: Path) -> None:
     """`akira-bot emotion TEXT --json` through the setting people use to pick a detector,
-    the opt-in fine-tuned model included; a value that is not a detector is refused."""
+    the fine-tuned model and the ensemble included; a value that is not a detector is
+    refused."""
     seed = "você é inútil! essa resposta é ridícula"
-    for detector in ("lexicon", "classifier", "finetuned"):
+    for detector in ("lexicon", "classifier", "ensemble", "finetuned"):
         proc = run_cli(["emotion", seed, "--json"], "", tmp_path, AKIRA_EMOTION__DETECTOR=detector)
         assert proc.returncode == 0, (detector, proc.stderr)
         reading = json.loads(proc.stdout)

@@ -97,6 +97,8 @@ def test_factory_falls_back_to_the_embedding_classifier_with_one_warning(
     recipe["default"] = True
     weights.with_suffix(".json").write_text(json.dumps(recipe), encoding="utf-8")
     monkeypatch.setattr("core.emotion.factory.FINETUNED_WEIGHTS", weights)
+    # No ensemble recipe: the fine-tuned model is the one marked default.
+    monkeypatch.setattr("core.emotion.factory.ENSEMBLE_RECIPE", tmp_path / "none.json")
     assert isinstance(build_detector("classifier", embedder=None), FinetunedDetector)
     recipe["base_model"]["sha256"] = "0" * 64  # trained on some other base model file
     weights.with_suffix(".json").write_text(json.dumps(recipe), encoding="utf-8")

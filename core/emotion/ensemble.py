@@ -1,0 +1,117 @@
+"""The ensemble detector: the fine-tuned e5 model and the embedding classifier together.
+
+Logits = ``(1 - mix) *`` the fine-tuned encoder + head logits (:mod:`core.emotion.finetuned`)
+``+ mix *`` the embedding classifier's raw logits (:mod:`core.emotion.classifier`,
+embedding and n-gram heads), then a log-prior adjustment, then softmax. Portuguese text
+(:func:`core.emotion.language.guess_language`) has its own ``mix_pt`` and adjustment. Neither component's own
+adjustment is used. ``mix`` and the adjustments were chosen on out-of-fold predictions
+over the training rows (``python -m core.emotion.ensemble_train``) and live in
+``weights/ensemble.json``, which names both component files by sha256: retrained
+components mean the recipe no longer fits and :class:`WeightsMismatchError` is raised
+(the factory then warns and falls back). Each component keeps its own checks (the
+classifier its embedding model, the fine-tuned model its base file).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.embeddings import Embedder, build_embedder
+from core.emotion.classifier import (
+    WEIGHTS_DIR,
+    ClassifierDetector,
+    read_recipe,
+    readings,
+    softmax,
+    weights_fit,
+)
+from core.emotion.detector import (
+    LABELS,
+    EmotionDetector,
+    EmotionError,
+    EmotionReading,
+    WeightsMismatchError,
+)
+from core.emotion.e5numpy import file_sha256
+from core.emotion.finetuned import FinetunedDetector
+from core.emotion.language import guess_language
+
+ENSEMBLE_RECIPE = WEIGHTS_DIR / "ensemble.json"
+
+
+def read_ensemble_recipe(path: Path = ENSEMBLE_RECIPE) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EmotionError(f"cannot read emotion ensemble recipe {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("components"), dict):
+        raise EmotionError(f"emotion ensemble recipe {path} has no 'components' section")
+    return data
+
+
+def _vector(recipe: dict[str, Any], key: str) -> np.ndarray:
+    values = recipe[key]
+    return np.array([float(values[label]) for label in LABELS], dtype=np.float32)
+
+
+class EnsembleDetector(EmotionDetector):
+    """Both shipped detectors, their logits mixed as the recipe says."""
+
+    name = "ensemble"
+
+    def __init__(self, embedder: Embedder | None = None, recipe: Path = ENSEMBLE_RECIPE) -> None:
+        self.recipe = read_ensemble_recipe(recipe)
+        parts = self.recipe["components"]
+        try:
+            tuned_path = recipe.parent / str(parts["finetuned"]["file"])
+            classifier_path = recipe.parent / str(parts["classifier"]["file"])
+            for path, spec in (
+                (tuned_path, parts["finetuned"]),
+                (classifier_path, parts["classifier"]),
+            ):
+                if not path.exists():
+                    raise EmotionError(f"emotion ensemble component {path} not found")
+                if file_sha256(path) != spec["sha256"]:
+                    raise WeightsMismatchError(
+                        f"the emotion ensemble was chosen for {path.name} with sha256 "
+                        f"{str(spec['sha256'])[:12]}…, but that file is another version "
+                        f"({file_sha256(path)[:12]}…); rerun `python -m "
+                        "core.emotion.ensemble_train` or use one detector alone"
+                    )
+            self.mix = float(self.recipe["mix"])
+            self.mix_pt = float(self.recipe.get("mix_pt", self.mix))
+            self._adjust = _vector(self.recipe, "log_adjust")
+            self._adjust_pt = _vector(self.recipe, "log_adjust_pt")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmotionError(f"emotion ensemble recipe {recipe} is incomplete: {exc}") from exc
+        if embedder is None or not weights_fit(embedder, classifier_path):
+            # Vectors of another model mean nothing to the classifier: build the one it
+            # was trained on (as the "auto" detector does).
+            spec = read_recipe(classifier_path)["embedder"]
+            embedder = build_embedder(str(spec["backend"]), spec.get("model"))
+        # Either may raise WeightsMismatchError (other embedding model, other base file).
+        self._classifier = ClassifierDetector(embedder, classifier_path)
+        self._tuned = FinetunedDetector(tuned_path)
+        if self._classifier.labels != LABELS or self._tuned.labels != LABELS:
+            raise EmotionError("emotion ensemble components disagree on the labels")
+        self.labels = LABELS
+
+    def logits(self, texts: Sequence[str]) -> np.ndarray:
+        """Mixed, adjusted logits, columns in :attr:`labels` order."""
+        tuned = np.stack([self._tuned.embedding_logits(t) for t in texts])
+        classifier = self._classifier.raw_logits(texts)
+        pt = np.array([guess_language(t) == "pt" for t in texts], dtype=bool)[:, None]
+        mix = np.where(pt, self.mix_pt, self.mix)
+        mixed = (1.0 - mix) * tuned + mix * classifier
+        return np.asarray(mixed + np.where(pt, self._adjust_pt, self._adjust), dtype=np.float32)
+
+    def probabilities(self, texts: Sequence[str]) -> np.ndarray:
+        return softmax(self.logits(texts))
+
+    def _detect_batch(self, texts: Sequence[str]) -> list[EmotionReading]:
+        return readings(self.probabilities(texts), self.labels)

