@@ -1,7 +1,9 @@
 """Emotion: detect a message's emotion, keep a per-user emotional state, pick the tone.
 
 Public API (see each module): :class:`EmotionDetector` and :func:`build_detector` (the
-default is :class:`FinetunedDetector`, falling back to :class:`ClassifierDetector`);
+default is :class:`ClassifierDetector`; :class:`EnsembleDetector` and
+:class:`FinetunedDetector` are opt-in, and become the default only when their recipe is
+marked ``"default": true``);
 :class:`EmotionalState`, :func:`apply_reading` and :func:`current_tone`;
 :func:`load_emotional_states`.
 """
@@ -17,6 +19,7 @@ from core.emotion.detector import (
     EmotionReading,
     WeightsMismatchError,
 )
+from core.emotion.ensemble import ENSEMBLE_RECIPE, EnsembleDetector
 from core.emotion.factory import DETECTORS, build_detector
 from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector
 from core.emotion.lexicon import LexiconDetector
@@ -34,6 +37,7 @@ from core.emotion.state import (
 __all__ = [
     "DEFAULT_WEIGHTS",
     "DETECTORS",
+    "ENSEMBLE_RECIPE",
     "FINETUNED_WEIGHTS",
     "HOSTILE_NOTE_EN",
     "HOSTILE_NOTE_PT",
@@ -46,6 +50,7 @@ __all__ = [
     "EmotionRules",
     "EmotionalState",
     "EmotionalStateConfig",
+    "EnsembleDetector",
     "FinetunedDetector",
     "LexiconDetector",
     "Tone",
