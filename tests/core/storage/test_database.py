@@ -194,3 +194,76 @@ def test_reads_answer_the_event_loop_that_asked(tmp_path: Path) -> None:
 
     asyncio.run(first())
     assert asyncio.run(second()) == 1
+
+
+async def test_group_commits_run_on_the_loop_and_wait_for_another_writer(
+    tmp_path: Path,
+) -> None:
+    """Writes run on the event loop's own connection; when another process holds the
+    write lock they wait for it on aiosqlite's thread, and the loop serves others
+    meanwhile."""
+    db = Database(tmp_path / "t.db")
+    await db.open([MIGRATION])
+    other = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
+    try:
+        threads: list[str] = []
+
+        def put(key: str, value: int) -> Callable[[sqlite3.Connection], object]:
+            def write(raw: sqlite3.Connection) -> object:
+                threads.append(threading.current_thread().name)
+                return raw.execute("INSERT INTO items VALUES (?, ?)", (key, value))
+
+            return write
+
+        await db.run(put("a", 1))
+        assert threads == [threading.current_thread().name]
+
+        other.execute("BEGIN IMMEDIATE")  # another process writing
+        other.execute("INSERT INTO items VALUES ('o', 0)")
+        waiting = asyncio.create_task(db.run(put("b", 2)))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        # The loop is free: a lookup is answered while the write waits.
+        row = await db.fetchone("SELECT v FROM items WHERE k = 'a'", lookup=True)
+        assert row is not None and row[0] == 1
+        other.execute("COMMIT")
+        await asyncio.wait_for(waiting, 10)
+        assert threads[-1] != threading.current_thread().name  # it waited on a thread
+        rows = await db.fetchall("SELECT k FROM items ORDER BY k")
+        assert [r[0] for r in rows] == ["a", "b", "o"]
+        await db.run(put("c", 3))  # and the next one is back on the loop
+        assert threads[-1] == threading.current_thread().name
+    finally:
+        other.close()
+        await db.close()
+
+
+async def test_the_log_is_copied_into_the_database_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop's connection never checkpoints; a checkpoint on a reader thread copies
+    committed writes from the write-ahead log into the database file."""
+    monkeypatch.setattr("core.storage.database.CHECKPOINT_EVERY_S", 0.0)
+    path = tmp_path / "t.db"
+    db = Database(path)
+    await db.open([MIGRATION])
+    try:
+        await asyncio.gather(
+            *(
+                db.run(
+                    lambda raw, i=i: raw.execute("INSERT INTO items VALUES (?, ?)", (f"k{i}", i))
+                )
+                for i in range(30)
+            )
+        )
+        assert db._checkpointer is not None
+        await db._checkpointer
+        # The database file alone (the log ignored) holds the rows.
+        alone = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+        try:
+            assert alone.execute("SELECT count(*) FROM items").fetchone()[0] == 30
+        finally:
+            alone.close()
+    finally:
+        await db.close()
+    assert db._writer is None
