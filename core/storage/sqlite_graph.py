@@ -41,6 +41,7 @@ import numpy as np
 from core.embeddings.hashing import fold
 from core.storage.base import OwnedData
 from core.storage.database import Database, Migration, StorageError
+from core.storage.loading import LoadGuard
 from core.storage.records import Connection, MemoryNode, from_ts, to_ts
 from core.storage.sqlite_nodes import (
     NODE_COLUMNS,
@@ -498,11 +499,8 @@ class SQLiteGraphStore(GraphStore):
         self._model: tuple[str, int] | None = None
         self._documents: OrderedDict[str, int] = OrderedDict()
         # A node stored while its owner's cache was loading may be missing from what the
-        # load read: such a load is used once, not kept. Owners loading now -> how many
-        # loads; and the last write (by ``_writes``) each of them got meanwhile.
-        self._writes = 0
-        self._loading: dict[str, int] = {}
-        self._written_while_loading: dict[str, int] = {}
+        # load read: such a load is used once, not kept.
+        self._loads = LoadGuard()
 
     # -- model -------------------------------------------------------------------------
 
@@ -575,9 +573,7 @@ class SQLiteGraphStore(GraphStore):
         if not await self.db.run(write):
             return False
         self.nodes.stored(node)
-        self._writes += 1
-        if node.owner in self._loading:
-            self._written_while_loading[node.owner] = self._writes
+        self._loads.wrote(node.owner)
         if node.owner in self._documents:
             self._documents[node.owner] += 1
         cached = self._cache.get(node.owner)
@@ -702,19 +698,11 @@ class SQLiteGraphStore(GraphStore):
                 raw.execute("COMMIT")
             return vectors, edges
 
-        self._loading[owner] = self._loading.get(owner, 0) + 1
-        begun = self._writes
+        token = self._loads.begin(owner)
         try:
             rows, edge_rows = await self.db.run(read, write=False)
         finally:
-            self._loading[owner] -= 1
-            if not self._loading[owner]:
-                del self._loading[owner]
-            written = (
-                self._written_while_loading.pop(owner, 0)
-                if owner not in self._loading
-                else self._written_while_loading.get(owner, 0)
-            )
+            raced = self._loads.end(owner, token)
         if not rows:
             return None
         dim = int(rows[0]["dim"])
@@ -735,7 +723,7 @@ class SQLiteGraphStore(GraphStore):
             if from_id not in index or to_id not in index:
                 vectors.walkable = False
             vectors.add_edge(Edge(from_id, to_id, relation, float(strength), explanation))
-        if written > begun:
+        if raced:
             return vectors  # a node stored meanwhile may be missing: good for this search only
         self._cache[owner] = vectors
         self._cached_rows += vectors.rows

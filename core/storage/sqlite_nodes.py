@@ -14,6 +14,7 @@ import aiosqlite
 
 from core.storage.base import NodeStore, UserStore
 from core.storage.database import Database, Migration
+from core.storage.loading import LoadGuard
 from core.storage.records import MemoryNode, NodeType, UserRecord, from_ts, to_ts
 from core.types import parse_user_key, utcnow
 
@@ -173,7 +174,7 @@ class SQLiteUserStore(UserStore):
         # message asks for its person. Every write to the table goes through this class,
         # which keeps them up to date.
         self._rows: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._writes = 0  # a row read while a write landed may be stale: not kept
+        self._loads = LoadGuard()  # a row read while a write landed may be stale: not kept
 
     @staticmethod
     def _from_row(row: aiosqlite.Row | dict[str, Any]) -> UserRecord:
@@ -198,7 +199,7 @@ class SQLiteUserStore(UserStore):
 
     def _written(self, key: str, **values: Any) -> None:
         """A write to ``key``'s row committed: the kept row takes its new values."""
-        self._writes += 1
+        self._loads.wrote(key)
         kept = self._rows.get(key)
         if kept is not None:
             kept.update(values)
@@ -208,13 +209,16 @@ class SQLiteUserStore(UserStore):
         if kept is not None:
             self._rows.move_to_end(key)
             return kept
-        begun = self._writes
-        row = await self.db.fetchone(
-            f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,), lookup=True
-        )
+        token = self._loads.begin(key)
+        try:
+            row = await self.db.fetchone(
+                f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,), lookup=True
+            )
+        finally:
+            raced = self._loads.end(key, token)
         if row is None:
             return None
-        if self._writes != begun:
+        if raced:
             return {name: row[name] for name in _USER_COLUMN_NAMES}
         return self._keep(key, row)
 
@@ -251,7 +255,7 @@ class SQLiteUserStore(UserStore):
         self._rows.pop(key, None)
         stored = await self.db.run(upsert)
         assert stored is not None
-        self._writes += 1
+        self._loads.wrote(key)
         return self._from_row(self._keep(key, stored))
 
     async def get(self, key: str) -> UserRecord | None:
@@ -318,7 +322,7 @@ class SQLiteUserStore(UserStore):
 
     async def delete_owner(self, owner: str) -> int:
         self._rows.pop(owner, None)
-        self._writes += 1
+        self._loads.wrote(owner)
         try:
             async with self.db.transaction() as conn:
                 cur = await conn.execute("DELETE FROM users WHERE key = ?", (owner,))
@@ -372,10 +376,8 @@ class SQLiteNodeStore(NodeStore):
         self._latest: OrderedDict[str, _LatestNodes] = OrderedDict()
         self._latest_rows = 0
         # A node stored while its owner's latest nodes were being read may be missing
-        # from what was read: such a read is used once, not kept (as the graph's cache).
-        self._writes = 0
-        self._loading: dict[str, int] = {}
-        self._written_while_loading: dict[str, int] = {}
+        # from what was read: such a read is used once, not kept.
+        self._loads = LoadGuard()
 
     async def add(self, node: MemoryNode) -> bool:
         stored = await self.db.run(lambda raw: insert_node(raw, node))
@@ -398,9 +400,7 @@ class SQLiteNodeStore(NodeStore):
     def stored(self, node: MemoryNode) -> None:
         """Called once ``node`` is committed (by :meth:`add`, or by a store that inserted
         it with :func:`insert_node` in its own transaction)."""
-        self._writes += 1
-        if node.owner in self._loading:
-            self._written_while_loading[node.owner] = self._writes
+        self._loads.wrote(node.owner)
         latest = self._latest.get(node.owner)
         if latest is not None:
             before = len(latest.rows)
@@ -419,8 +419,7 @@ class SQLiteNodeStore(NodeStore):
         if latest is not None:
             self._latest.move_to_end(owner)
             return latest
-        self._loading[owner] = self._loading.get(owner, 0) + 1
-        begun = self._writes
+        token = self._loads.begin(owner)
         try:
             rows = await self.db.fetchall(
                 f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ?"
@@ -429,19 +428,12 @@ class SQLiteNodeStore(NodeStore):
                 lookup=True,
             )
         finally:
-            self._loading[owner] -= 1
-            if not self._loading[owner]:
-                del self._loading[owner]
-            written = (
-                self._written_while_loading.pop(owner, 0)
-                if owner not in self._loading
-                else self._written_while_loading.get(owner, 0)
-            )
+            raced = self._loads.end(owner, token)
         latest = _LatestNodes(
             [tuple(row) for row in reversed(rows[:LATEST_PER_OWNER])],
             complete=len(rows) <= LATEST_PER_OWNER,
         )
-        if written > begun:
+        if raced:
             return latest  # a node stored meanwhile may be missing: for this question only
         self._latest[owner] = latest
         self._latest_rows += len(latest.rows)

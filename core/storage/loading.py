@@ -1,0 +1,33 @@
+"""Which cache loads raced a write: a per-owner cache read from SQLite while a write for
+that owner committed may lack the write, and must then be used once, not kept."""
+
+from __future__ import annotations
+
+
+class LoadGuard:
+    """``token = guard.begin(owner)`` before reading an owner's rows, ``guard.wrote(owner)``
+    after every committed write of that owner, ``guard.end(owner, token)`` after the read:
+    True when a write landed in between (do not keep what was read)."""
+
+    def __init__(self) -> None:
+        self._writes = 0
+        self._loading: dict[str, int] = {}  # owners being read -> how many reads
+        self._written: dict[str, int] = {}  # of those, the last write each one got
+
+    def wrote(self, owner: str) -> None:
+        self._writes += 1
+        if owner in self._loading:
+            self._written[owner] = self._writes
+
+    def begin(self, owner: str) -> int:
+        self._loading[owner] = self._loading.get(owner, 0) + 1
+        return self._writes
+
+    def end(self, owner: str, token: int) -> bool:
+        self._loading[owner] -= 1
+        if self._loading[owner]:
+            written = self._written.get(owner, 0)
+        else:
+            del self._loading[owner]
+            written = self._written.pop(owner, 0)
+        return written > token
