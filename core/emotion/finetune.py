@@ -212,6 +212,32 @@ def lower_states(lower, ids: Sequence[list[int]], batch: int = 64) -> list[np.nd
     return [o for o in out if o is not None]
 
 
+def cached_lower_states(
+    weights: E5Weights,
+    base_path: Path,
+    params: FinetuneParams,
+    texts: Sequence[str],
+    cache_dir: Path,
+) -> tuple[list[list[int]], list[np.ndarray]]:
+    """Token ids of ``texts`` and the frozen layers' outputs for them, the latter cached
+    in ``cache_dir`` per (base file, layer count, token cap, number of texts)."""
+    ids = [weights.encode(t)[: params.max_tokens] for t in texts]
+    ids = [s if s[-1] == weights.eos else [*s[:-1], weights.eos] for s in ids]
+    start_layer = weights.config.layers - params.top_layers
+    digest = file_sha256(base_path)[:12]
+    cache = cache_dir / f"lower-{digest}-{start_layer}-{params.max_tokens}-{len(ids)}.npz"
+    if cache.exists():
+        with np.load(cache) as data:
+            flat, offs = data["flat"], data["offs"]
+        return ids, [flat[offs[i] : offs[i + 1]] for i in range(len(ids))]
+    lower, _ = build_modules(weights, params)
+    states = lower_states(lower, ids)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    offs = np.concatenate([[0], np.cumsum([len(s) for s in states])])
+    np.savez(cache, flat=np.concatenate(states), offs=offs)
+    return ids, states
+
+
 def _batch(states: Sequence[np.ndarray], idx: Sequence[int] | np.ndarray):
     torch = _torch()
     t = max(len(states[i]) for i in idx)
@@ -399,26 +425,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     texts = [e.text for e in examples]
     labels = np.array([LABELS.index(e.label) for e in examples])
     sources = [source_key(e) for e in examples]
-    ids = [weights.encode(t)[: params.max_tokens] for t in texts]
-    ids = [s if s[-1] == weights.eos else [*s[:-1], weights.eos] for s in ids]
-    log.info("%d examples tokenised (%.0f s)", len(ids), time.time() - started)
-
-    # The frozen layers' outputs, cached per (base file, layer count, token cap).
+    ids, states = cached_lower_states(weights, base_path, params, texts, args.states_cache)
     start_layer = weights.config.layers - params.top_layers
-    digest = file_sha256(base_path)[:12]
-    cache = args.states_cache / f"lower-{digest}-{start_layer}-{params.max_tokens}-{len(ids)}.npz"
-    if cache.exists():
-        with np.load(cache) as data:
-            flat, offs = data["flat"], data["offs"]
-        states = [flat[offs[i] : offs[i + 1]] for i in range(len(ids))]
-    else:
-        lower, _ = build_modules(weights, params)
-        states = lower_states(lower, ids)
-        args.states_cache.mkdir(parents=True, exist_ok=True)
-        offs = np.concatenate([[0], np.cumsum([len(s) for s in states])])
-        np.savez(cache, flat=np.concatenate(states), offs=offs)
-        del lower
-    log.info("lower-layer states ready (%.0f s)", time.time() - started)
+    log.info("%d examples, lower-layer states ready (%.0f s)", len(ids), time.time() - started)
 
     held = split_rows(sources, params.holdout, params.seed)
     train_rows = np.flatnonzero(~held)
