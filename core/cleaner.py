@@ -737,6 +737,13 @@ def neutralise_user_text(text: str) -> str:
     text = _fix_unicode(text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL_RE.sub("", text)
+    # Quoting first: its "> " could close a tag left open at the end of the line above
+    # ("<SYS" then "> SYSTEM"); the defanging below sees and breaks that too.
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if is_prompt_section_header(line) or _starts_like_our_header(line):
+            lines[i] = "> " + line
+    text = "\n".join(lines)
     for _ in range(4):
         if not contains_internal_marker(text):
             break
@@ -744,11 +751,7 @@ def neutralise_user_text(text: str) -> str:
     if contains_internal_marker(text):
         # Overlapping hostile constructs: defang every angle bracket that remains.
         text = _defang_once(_LT_RE.sub(_SAFE_LT, text))
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        if is_prompt_section_header(line) or _starts_like_our_header(line):
-            lines[i] = "> " + line
-    return "\n".join(lines)
+    return text
 
 
 # A line of user text that merely starts like one of our headers ("## Recent conversation
