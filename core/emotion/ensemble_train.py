@@ -135,8 +135,8 @@ def stage_classifier(args: argparse.Namespace) -> None:
     from core.embeddings import build_embedder
     from core.emotion.classifier import features
     from core.emotion.embedcache import embed_cached
-    from core.emotion.ngrams import ngram_rows, sparse_logits
-    from core.emotion.train import DEFAULT_CACHE_DIR, fit_head, fit_ngrams, sample_weights
+    from core.emotion.ngrams import ngram_rows
+    from core.emotion.train import DEFAULT_CACHE_DIR, out_of_fold_logits
 
     examples, labels, sources, base = _examples(args.data_dir, args.written)
     fold = assign_folds(sources, labels, args.folds, 0.2, 13)
@@ -145,17 +145,7 @@ def stage_classifier(args: argparse.Namespace) -> None:
     vectors = features(embed_cached(embedder, texts, DEFAULT_CACHE_DIR), texts, base.hash_dim)
     rows = ngram_rows(texts, base.ngram_dim)
     scale = _classifier_scale(args.classifier)
-    emb = np.zeros((len(examples), len(LABELS)), dtype=np.float32)
-    ngr = np.zeros_like(emb)
-    for k in range(args.folds):
-        train_rows = np.flatnonzero(fold != k)
-        held_rows = np.flatnonzero(fold == k)
-        w = sample_weights(labels[train_rows], [sources[i] for i in train_rows], base)
-        head = fit_head(vectors[train_rows], labels[train_rows], w, base)
-        emb[held_rows] = head.embedding_logits(vectors[held_rows])
-        nw, nb = fit_ngrams(rows.take(train_rows), labels[train_rows], w, base)
-        ngr[held_rows] = sparse_logits(rows.take(held_rows), nw, nb)
-        log.info("classifier fold %d/%d done", k + 1, args.folds)
+    emb, ngr = out_of_fold_logits(vectors, rows, labels, sources, fold, base)
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     np.savez(
         args.cache_dir / f"classifier-oof-{args.folds}-{len(examples)}.npz",

@@ -372,6 +372,33 @@ def fit_ngrams(
     )
 
 
+def out_of_fold_logits(
+    vectors: np.ndarray,
+    rows: SparseRows | None,
+    labels: np.ndarray,
+    sources: Sequence[str],
+    fold: np.ndarray,
+    params: HyperParams,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Embedding-head and n-gram logits of every row from heads fitted without its fold
+    (``fold``: a fold number per row; ``rows``: n-gram rows, or None for no n-grams)."""
+    oof_emb = np.zeros((len(labels), len(LABELS)), dtype=np.float32)
+    oof_ngram = np.zeros_like(oof_emb)
+    for k in range(int(fold.max()) + 1):
+        train_rows = np.flatnonzero(fold != k)
+        held_out = np.flatnonzero(fold == k)
+        weights = sample_weights(
+            labels[train_rows], [sources[i] for i in train_rows.tolist()], params
+        )
+        head = fit_head(vectors[train_rows], labels[train_rows], weights, params)
+        oof_emb[held_out] = head.embedding_logits(vectors[held_out])
+        if rows is not None:
+            w, b = fit_ngrams(rows.take(train_rows), labels[train_rows], weights, params)
+            oof_ngram[held_out] = sparse_logits(rows.take(held_out), w, b)
+        log.info("fold %d done", k + 1)
+    return oof_emb, oof_ngram
+
+
 def train(
     embedder: Embedder,
     examples: Sequence[Example],
@@ -390,18 +417,8 @@ def train(
     sources = [source_key(e) for e in examples]
     rng = np.random.default_rng(params.seed)
     fold = rng.integers(0, params.folds, len(examples))
-    oof_emb = np.zeros((len(examples), len(LABELS)), dtype=np.float32)
-    oof_ngram = np.zeros_like(oof_emb)
-    for k in range(params.folds):
-        train_rows = np.flatnonzero(fold != k)
-        held_out = np.flatnonzero(fold == k)
-        weights = sample_weights(labels[train_rows], [sources[i] for i in train_rows], params)
-        head = fit_head(vectors[train_rows], labels[train_rows], weights, params)
-        oof_emb[held_out] = head.embedding_logits(vectors[held_out])
-        if rows is not None:
-            w, b = fit_ngrams(rows.take(train_rows), labels[train_rows], weights, params)
-            oof_ngram[held_out] = sparse_logits(rows.take(held_out), w, b)
-        log.info("fold %d/%d done (%.0f s)", k + 1, params.folds, time.time() - started)
+    oof_emb, oof_ngram = out_of_fold_logits(vectors, rows, labels, sources, fold, params)
+    log.info("%d folds done (%.0f s)", params.folds, time.time() - started)
     # The written examples are cleaner than real chat, so they are fitted on but left out
     # of the groups that choose the scale and adjustments (they would flatter them).
     pt_mask = np.array([s == "brighter_ptbr" for s in sources])
