@@ -46,16 +46,17 @@ class Database:
     thread. The hot path is :meth:`run`: the write functions queued during one loop turn
     go in one transaction (group commit), run right on the event loop's own write
     connection. On a thread, every statement of theirs hands the GIL to that thread and
-    back, and under load each such hand-off waits for the loop: paired runs at 1000 users
-    measured overhead p99 0.45-0.68 s inline against 1.4-1.7 s on the thread. The loop's
+    back, and each hand-off waits for the loop: paired runs at 1000 users x 5 measured
+    overhead p99 0.45-0.68 s inline against 1.4-1.7 s on the thread while another process
+    kept one core busy (on an idle machine, about the same; p50 lower inline). The loop's
     connection never waits for a lock: when another process holds the write lock, the
     batch goes to aiosqlite's thread, which may wait; and it never checkpoints (copying
     the log into the database file, with an fsync): :meth:`_checkpoint` does that on a
-    reader thread, at most once a second. Reads go to :class:`_ReadWorker` threads in batches (see there), except
-    lookups (``lookup=True``: a few rows found by an index), which run right away on the
-    event loop's own read connection: a hop to a thread and back costs two thread
-    switches, more than such a query itself (~20-60 µs). Never mark a scan as a lookup:
-    while it runs, the loop serves nobody else."""
+    reader thread, at most once a second. Reads go to :class:`_ReadWorker` threads in
+    batches (see there), except lookups (``lookup=True``: a few rows found by an index),
+    which run right away on the event loop's own read connection: a hop to a thread and
+    back costs two thread switches, more than such a query itself (~20-60 µs). Never mark
+    a scan as a lookup: while it runs, the loop serves nobody else."""
 
     def __init__(self, path: Path | str, *, readers: int = 3) -> None:
         self.path = Path(path)

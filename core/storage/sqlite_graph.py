@@ -47,7 +47,7 @@ from core.storage.sqlite_nodes import (
     NODE_COLUMNS,
     SQLiteNodeStore,
     insert_node,
-    node_from_params,
+    node_from_kept,
     node_from_row,
 )
 
@@ -584,12 +584,7 @@ class SQLiteGraphStore(GraphStore):
             before = cached.rows
             if node.id not in cached.index:
                 cached.append(node.id, _as_vector(vector), to_ts(node.timestamp), node.scope)
-                edges = {
-                    (c.node_id, c.relation_type): c
-                    for c in connections
-                    if c.node_id != node.id and math.isfinite(c.strength)
-                }
-                for c in edges.values():
+                for c in _storable_connections(node, connections):
                     if c.node_id not in cached.index:
                         # Stored only if that node is the owner's: unknown here.
                         cached.walkable = False
@@ -612,11 +607,11 @@ class SQLiteGraphStore(GraphStore):
             owner,
             1,
             lambda row: (
-                row[4] <= until and row[0] != skip and (node_type is None or row[2] == node_type)
+                row.ts <= until and row.id != skip and (node_type is None or row.type == node_type)
             ),
         )
         if kept is not None:
-            return (kept[0][0], from_ts(kept[0][4])) if kept else None
+            return (kept[0].id, from_ts(kept[0].ts)) if kept else None
         sql = "SELECT id, ts FROM nodes WHERE owner = ? AND ts <= ? AND id != ?"
         params: list[Any] = [owner, until, skip]
         if node_type is not None:
@@ -637,11 +632,11 @@ class SQLiteGraphStore(GraphStore):
         kept = await self.nodes.latest_matching(
             owner,
             limit,
-            lambda row: first <= row[4] <= until and row[5] == chat_id,
+            lambda row: first <= row.ts <= until and row.chat_id == chat_id,
             since=first,
         )
         if kept is not None:
-            return [node_from_params(row) for row in reversed(kept)]
+            return [node_from_kept(row) for row in reversed(kept)]
         rows = await self.db.fetchall(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND ts <= ? AND ts >= ?"
             " AND chat_id = ? ORDER BY ts DESC, rowid DESC LIMIT ?",
@@ -1037,9 +1032,7 @@ def _write_graph_rows(
         )
     edges = [
         [c.node_id, c.relation_type, float(c.strength), c.explanation]
-        for c in connections
-        # NaN would be stored as NULL and fail the whole write.
-        if c.node_id != node.id and math.isfinite(c.strength)
+        for c in _storable_connections(node, connections)
     ]
     if edges:
         raw.execute(
@@ -1052,6 +1045,18 @@ def _write_graph_rows(
             " (SELECT 1 FROM nodes WHERE id = json_extract(e.value, '$[0]') AND owner = ?1)",
             (node.owner, node.id, json.dumps(edges)),
         )
+
+
+def _storable_connections(node: MemoryNode, connections: Sequence[Connection]) -> list[Connection]:
+    """The edges a stored node gets, one per (target, relation) (the table's key: the
+    last given wins): never to itself, never with a NaN strength (stored as NULL, it would
+    fail the whole write)."""
+    kept = {
+        (c.node_id, c.relation_type): c
+        for c in connections
+        if c.node_id != node.id and math.isfinite(c.strength)
+    }
+    return list(kept.values())
 
 
 def _dot(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:

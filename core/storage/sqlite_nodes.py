@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import aiosqlite
 
@@ -83,10 +83,31 @@ NODE_COLUMNS = (
 )
 
 
-_NODE_COLUMN_NAMES = tuple(name.strip() for name in NODE_COLUMNS.split(","))
+class NodeRow(NamedTuple):
+    """A node's columns as stored, in :data:`NODE_COLUMNS` order (what the kept latest
+    nodes hold: a fresh :class:`MemoryNode` is built from one for every caller)."""
+
+    id: str
+    owner: str
+    type: str
+    content: str
+    ts: float
+    chat_id: str
+    chat_kind: str
+    scope: str
+    platform_message_id: str | None
+    reply_to: str | None
+    tags: str
+    emotion: str | None
+    emotion_score: float | None
+    source_id: str | None
+
+
+assert NodeRow._fields == tuple(name.strip() for name in NODE_COLUMNS.split(","))
 
 
 def node_from_row(row: aiosqlite.Row | dict[str, Any]) -> MemoryNode:
+    """A node from a database row (or the same columns by name)."""
     return MemoryNode(
         id=row["id"],
         owner=row["owner"],
@@ -338,35 +359,34 @@ class _LatestNodes:
     all of the person's nodes; otherwise they are the latest ``LATEST_PER_OWNER``, and an
     answer not found among them has to come from SQLite."""
 
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    rows: list[NodeRow] = field(default_factory=list)
     complete: bool = False
 
-    def newest_first(self) -> Iterator[tuple[Any, ...]]:
+    def newest_first(self) -> Iterator[NodeRow]:
         return reversed(self.rows)
 
     @property
     def oldest_ts(self) -> float:
-        return float(self.rows[0][4]) if self.rows else float("inf")
+        return float(self.rows[0].ts) if self.rows else float("inf")
 
-    def add(self, params: tuple[Any, ...]) -> None:
-        if any(row[0] == params[0] for row in self.rows):
+    def add(self, new: NodeRow) -> None:
+        if any(row.id == new.id for row in self.rows):
             return  # already read from the database
-        ts = params[4]
-        if not self.complete and self.rows and ts < self.rows[0][4]:
+        if not self.complete and self.rows and new.ts < self.rows[0].ts:
             return  # older than every kept node: not among the latest
         # A new row sorts after every stored row of the same time (its rowid is larger).
         at = len(self.rows)
-        while at > 0 and self.rows[at - 1][4] > ts:
+        while at > 0 and self.rows[at - 1].ts > new.ts:
             at -= 1
-        self.rows.insert(at, params)
+        self.rows.insert(at, new)
         if len(self.rows) > LATEST_PER_OWNER:
             del self.rows[0]
             self.complete = False
 
 
-def node_from_params(params: tuple[Any, ...]) -> MemoryNode:
+def node_from_kept(row: NodeRow) -> MemoryNode:
     """A fresh node from kept columns (callers may change what they get)."""
-    return node_from_row(dict(zip(_NODE_COLUMN_NAMES, params, strict=True)))
+    return node_from_row(row._asdict())
 
 
 class SQLiteNodeStore(NodeStore):
@@ -404,7 +424,7 @@ class SQLiteNodeStore(NodeStore):
         latest = self._latest.get(node.owner)
         if latest is not None:
             before = len(latest.rows)
-            latest.add(node_params(node))
+            latest.add(NodeRow(*node_params(node)))
             self._latest_rows += len(latest.rows) - before
 
     def _forget_latest(self, owner: str | None = None) -> None:
@@ -430,7 +450,7 @@ class SQLiteNodeStore(NodeStore):
         finally:
             raced = self._loads.end(owner, token)
         latest = _LatestNodes(
-            [tuple(row) for row in reversed(rows[:LATEST_PER_OWNER])],
+            [NodeRow(*row) for row in reversed(rows[:LATEST_PER_OWNER])],
             complete=len(rows) <= LATEST_PER_OWNER,
         )
         if raced:
@@ -446,15 +466,15 @@ class SQLiteNodeStore(NodeStore):
         self,
         owner: str,
         limit: int,
-        keep: Callable[[tuple[Any, ...]], bool],
+        keep: Callable[[NodeRow], bool],
         *,
         since: float | None = None,
-    ) -> list[tuple[Any, ...]] | None:
+    ) -> list[NodeRow] | None:
         """Up to ``limit`` of the owner's latest stored rows that ``keep`` accepts, newest
         first, from memory; None when memory cannot tell (the answer may lie among older
         nodes: ask SQLite). ``since``: rows older than that time are never wanted."""
         latest = await self._latest_of(owner)
-        found: list[tuple[Any, ...]] = []
+        found: list[NodeRow] = []
         for row in latest.newest_first():
             if len(found) >= limit:
                 break
@@ -511,6 +531,19 @@ class SQLiteNodeStore(NodeStore):
         chat_id: str | None = None,
         before: datetime | None = None,
     ) -> list[MemoryNode]:
+        allowed = set(scopes) if scopes is not None else None
+        until = to_ts(before) if before is not None else None
+        kept = await self.latest_matching(
+            owner,
+            limit,
+            lambda row: (
+                (allowed is None or row.scope in allowed)
+                and (chat_id is None or row.chat_id == chat_id)
+                and (until is None or row.ts < until)
+            ),
+        )
+        if kept is not None:
+            return [node_from_kept(row) for row in reversed(kept)]
         sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ?"
         params: list[Any] = [owner]
         if scopes is not None:
@@ -519,24 +552,11 @@ class SQLiteNodeStore(NodeStore):
         if chat_id is not None:
             sql += " AND chat_id = ?"
             params.append(chat_id)
-        if before is not None:
+        if until is not None:
             sql += " AND ts < ?"
-            params.append(to_ts(before))
+            params.append(until)
         sql += " ORDER BY ts DESC, rowid DESC LIMIT ?"
         params.append(limit)
-        allowed = set(scopes) if scopes is not None else None
-        until = to_ts(before) if before is not None else None
-        kept = await self.latest_matching(
-            owner,
-            limit,
-            lambda row: (
-                (allowed is None or row[7] in allowed)
-                and (chat_id is None or row[5] == chat_id)
-                and (until is None or row[4] < until)
-            ),
-        )
-        if kept is not None:
-            return [node_from_params(row) for row in reversed(kept)]
         # Indexed by (owner, ts) and (owner, chat_id, ts); a scope filter alone may walk
         # much of the person's history, so that one goes to a reader thread.
         rows = await self.db.fetchall(sql, params, lookup=scopes is None or chat_id is not None)
@@ -559,13 +579,15 @@ class SQLiteNodeStore(NodeStore):
         latest = self._latest.get(owner)
         if latest is not None:
             for i, row in enumerate(latest.rows):
-                if row[0] == node_id:
-                    latest.rows[i] = (*row[:11], label, score, *row[13:])
+                if row.id == node_id:
+                    latest.rows[i] = row._replace(emotion=label, emotion_score=score)
 
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
-        kept = await self.latest_matching(owner, 1, lambda row: row[8] == platform_message_id)
+        kept = await self.latest_matching(
+            owner, 1, lambda row: row.platform_message_id == platform_message_id
+        )
         if kept is not None:
-            return node_from_params(kept[0]) if kept else None
+            return node_from_kept(kept[0]) if kept else None
         row = await self.db.fetchone(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ? AND platform_message_id = ?"
             " ORDER BY ts DESC LIMIT 1",
