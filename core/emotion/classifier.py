@@ -184,16 +184,21 @@ def recipe_path(weights: Path) -> Path:
     return weights.with_suffix(".json")
 
 
-def read_recipe(weights: Path = DEFAULT_WEIGHTS) -> dict[str, Any]:
-    """The JSON metadata beside a weights file."""
-    path = recipe_path(weights)
+def load_recipe(path: Path, kind: str, section: str) -> dict[str, Any]:
+    """A detector's JSON recipe at ``path``, which must hold a ``section`` object; any
+    failure is an :class:`EmotionError` naming the ``kind`` of recipe."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise EmotionError(f"cannot read classifier recipe {path}: {exc}") from exc
-    if not isinstance(data, dict) or "embedder" not in data:
-        raise EmotionError(f"classifier recipe {path} has no 'embedder' section")
+        raise EmotionError(f"cannot read {kind} recipe {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get(section), dict):
+        raise EmotionError(f"{kind} recipe {path} has no '{section}' section")
     return data
+
+
+def read_recipe(weights: Path = DEFAULT_WEIGHTS) -> dict[str, Any]:
+    """The JSON metadata beside a weights file."""
+    return load_recipe(recipe_path(weights), "classifier", "embedder")
 
 
 def weights_fit(embedder: Embedder, weights: Path = DEFAULT_WEIGHTS) -> bool:

@@ -14,7 +14,6 @@ classifier its embedding model, the fine-tuned model its base file).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from core.embeddings import Embedder, build_embedder
 from core.emotion.classifier import (
     WEIGHTS_DIR,
     ClassifierDetector,
+    load_recipe,
     read_recipe,
     readings,
     softmax,
@@ -45,13 +45,7 @@ ENSEMBLE_RECIPE = WEIGHTS_DIR / "ensemble.json"
 
 
 def read_ensemble_recipe(path: Path = ENSEMBLE_RECIPE) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EmotionError(f"cannot read emotion ensemble recipe {path}: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("components"), dict):
-        raise EmotionError(f"emotion ensemble recipe {path} has no 'components' section")
-    return data
+    return load_recipe(path, "emotion ensemble", "components")
 
 
 def _vector(recipe: dict[str, Any], key: str) -> np.ndarray:

@@ -14,7 +14,6 @@ Inference is numpy only (:mod:`core.emotion.e5numpy`); torch is for training.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from core.emotion.classifier import WEIGHTS_DIR, readings, softmax
+from core.emotion.classifier import WEIGHTS_DIR, load_recipe, readings, recipe_path, softmax
 from core.emotion.detector import (
     EmotionDetector,
     EmotionError,
@@ -45,14 +44,7 @@ MATRICES = ("q", "k", "v", "ao", "fi", "fo")
 
 
 def read_finetuned_recipe(weights: Path = FINETUNED_WEIGHTS) -> dict[str, Any]:
-    path = weights.with_suffix(".json")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EmotionError(f"cannot read fine-tuned emotion recipe {path}: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("base_model"), dict):
-        raise EmotionError(f"fine-tuned emotion recipe {path} has no 'base_model' section")
-    return data
+    return load_recipe(recipe_path(weights), "fine-tuned emotion", "base_model")
 
 
 def check_base(recipe: dict[str, Any], base_path: Path | None = None) -> Path:
