@@ -21,6 +21,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHECKPOINT_EVERY_S = 1.0  # the write-ahead log is copied into the database at most this often
+# What the write-ahead log file is cut back to when it starts over after a checkpoint.
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
+# How long a checkpoint waits for readers still on the old log before it gives up until
+# the next one: it holds back every write meanwhile.
+CHECKPOINT_WAIT_MS = 200
 
 
 class StorageError(RuntimeError):
@@ -73,6 +78,8 @@ class Database:
         self._lookups: sqlite3.Connection | None = None
         self._writer: sqlite3.Connection | None = None  # the loop's, for group commits
         self._checkpointer: asyncio.Task[None] | None = None
+        # Its own thread: behind other reads it would hold back the writes even longer.
+        self._checkpoints: _ReadWorker | None = None
         self._last_checkpoint = 0.0
         self._write_lock = asyncio.Lock()
         # Group commit: writes queued by :meth:`run` while the database is busy go in one
@@ -96,14 +103,18 @@ class Database:
             await self._conn.execute("PRAGMA foreign_keys=ON")
             await self._conn.execute("PRAGMA synchronous=NORMAL")
             await self._conn.execute("PRAGMA busy_timeout=5000")
+            await self._conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             await self._migrate(sorted(migrations, key=lambda m: m.version))
             if str(self.path) != ":memory:":  # an in-memory database is per connection
                 for number in range(self.readers):
-                    self._readers.append(_ReadWorker(self.path, number))
+                    self._readers.append(_ReadWorker(self.path, f"akira-db-reader-{number}"))
                 if self.readers:
                     # Never waits for a lock: blocking here would stop the whole loop.
                     self._lookups = _read_connection(self.path, busy_timeout_ms=0)
                 self._writer = _write_connection(self.path)
+                self._checkpoints = _ReadWorker(
+                    self.path, "akira-db-checkpoint", busy_timeout_ms=CHECKPOINT_WAIT_MS
+                )
         except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
@@ -260,20 +271,32 @@ class Database:
         now = asyncio.get_running_loop().time()
         if now - self._last_checkpoint < CHECKPOINT_EVERY_S:
             return
-        if self._checkpointer is not None and not self._checkpointer.done():
+        if self._checkpoints is None or (
+            self._checkpointer is not None and not self._checkpointer.done()
+        ):
             return
         self._last_checkpoint = now
         self._checkpointer = asyncio.get_running_loop().create_task(self._checkpoint())
 
     async def _checkpoint(self) -> None:
-        """Copy the write-ahead log into the database file (PASSIVE: it waits for no
-        reader or writer), on a reader thread: a read-only connection may checkpoint, and
-        a reader outlives its event loop, where aiosqlite's thread would die answering a
-        closed one."""
+        """Copy the write-ahead log into the database file and make the log start over.
+
+        Writes are held back meanwhile (they queue up and go in the next group commit):
+        a checkpoint racing a stream of commits never catches up with the log's end, so
+        the log would never start over and grow without bound (2.2 GB after 8,000
+        messages, every page read then searching its whole index). RESTART waits for the
+        readers still on the old log (at most ``CHECKPOINT_WAIT_MS``; else it tries again
+        next time); the next commit then writes from the start of the file and cuts it to
+        ``WAL_SIZE_LIMIT``. It runs on a reader thread of its own: a read-only connection
+        may checkpoint, and a reader outlives its event loop, where aiosqlite's thread
+        would die answering a closed one."""
         try:
-            await self._call(
-                lambda raw: raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall(), read=True
-            )
+            async with self._write_lock:
+                if self._checkpoints is None:  # closed meanwhile
+                    return
+                done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                self._checkpoints.submit([(_restart_log, done)])
+                await done
         except (aiosqlite.Error, sqlite3.Error, StorageError, ValueError) as exc:
             log.warning("checkpoint failed: %s", exc)
 
@@ -310,6 +333,9 @@ class Database:
             lookups, self._lookups = self._lookups, None
             lookups.close()
         readers, self._readers = self._readers, []
+        if self._checkpoints is not None:
+            readers.append(self._checkpoints)
+            self._checkpoints = None
         if self._read_batch:
             self._send_reads()  # fails them: no reader is left
         for reader in readers:
@@ -338,13 +364,11 @@ class _ReadWorker:
     over in one batch, and the batch's results come back in one wake-up: the more people
     are talking at once, the less each read costs."""
 
-    def __init__(self, path: Path, number: int) -> None:
+    def __init__(self, path: Path, name: str, *, busy_timeout_ms: int = 5000) -> None:
         # Opened here, so a failure surfaces in ``open``; used only by the thread below.
-        self._conn = _read_connection(path)
+        self._conn = _read_connection(path, busy_timeout_ms=busy_timeout_ms)
         self._jobs: queue.SimpleQueue[list[_Job[Any]] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(
-            target=self._serve, name=f"akira-db-reader-{number}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, batch: list[_Job[Any]]) -> None:
@@ -375,6 +399,10 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
+def _restart_log(raw: sqlite3.Connection) -> list[Any]:
+    return raw.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+
+
 def _write_connection(path: Path) -> sqlite3.Connection:
     """The event loop's write connection: never waits for a lock, never checkpoints."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -384,6 +412,7 @@ def _write_connection(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=0")
         conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
     except sqlite3.Error:
         conn.close()
         raise
