@@ -9,6 +9,7 @@ developer can insert, replace, remove or reorder them.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -113,13 +114,17 @@ class Pipeline:
         return self._stages[self._index(name)]
 
     async def run(self, ctx: TurnContext) -> None:
-        stages = list(self._stages)  # a stage added mid-flight does not affect this run
+        # A copy: a stage added mid-flight does not affect this run.
+        await _run_from(tuple(self._stages), 0, ctx)
 
-        async def call(index: int) -> None:
-            if index < len(stages):
-                await stages[index](ctx, lambda: call(index + 1))
 
-        await call(0)
+async def _run_from(stages: tuple[Stage, ...], index: int, ctx: TurnContext) -> None:
+    """Stage ``index`` with the rest of the chain as its ``call_next``. A partial, not a
+    closure that calls itself: that closure was a reference cycle holding the whole turn
+    (context, prompt, recalled nodes...) until the garbage collector came by, and those
+    collections stopped the event loop for up to 0.5 s under load."""
+    if index < len(stages):
+        await stages[index](ctx, functools.partial(_run_from, stages, index + 1, ctx))
 
 
 def stage(name: str) -> Callable[[Callable[[TurnContext, CallNext], Awaitable[None]]], Stage]:

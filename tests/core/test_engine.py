@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -198,3 +199,23 @@ async def test_a_reply_may_repeat_what_the_person_said_but_not_the_persona(engin
     responder = await ask(engine, make_message("o que eu te contei?", user="11"))
     assert said in responder.texts[0]
     assert persona_line not in responder.texts[0]
+
+
+async def test_a_finished_turn_leaves_no_reference_cycles(engine_factory) -> None:
+    """Everything a turn built is freed as soon as it ends, by reference counting alone:
+    a cycle would keep the whole turn (context, prompt, recalled nodes) alive until the
+    garbage collector ran, and under load those collections paused the event loop."""
+    engine, _ = await engine_factory(["Entendi!", "Claro."])
+    await ask(engine, make_message("oi, tudo bem?", user="1"))  # first-time setup
+    await engine.services.background.drain(5)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # whatever a collection finds is kept here to look at
+    try:
+        await ask(engine, make_message("lembra do meu cachorro Thor?", user="1"))
+        await engine.services.background.drain(5)
+        gc.collect()
+        cyclic = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert cyclic == []
