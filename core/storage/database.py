@@ -21,10 +21,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHECKPOINT_EVERY_S = 1.0  # the write-ahead log is copied into the database at most this often
-# What the write-ahead log file is cut back to when it starts over after a checkpoint.
+# A log longer than this (in pages) is made to start over (see Database._checkpoint).
+RESTART_FRAMES = 4096
+# What the write-ahead log file is cut back to when it starts over.
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
-# How long a checkpoint waits for readers still on the old log before it gives up until
-# the next one: it holds back every write meanwhile.
+# How long a restart waits for readers still on the old log before it gives up until
+# the next checkpoint: it holds back every write meanwhile.
 CHECKPOINT_WAIT_MS = 200
 
 
@@ -279,26 +281,35 @@ class Database:
         self._checkpointer = asyncio.get_running_loop().create_task(self._checkpoint())
 
     async def _checkpoint(self) -> None:
-        """Copy the write-ahead log into the database file and make the log start over.
+        """Copy the write-ahead log into the database file; when the log is long, make
+        it start over.
 
-        Writes are held back meanwhile (they queue up and go in the next group commit):
-        a checkpoint racing a stream of commits never catches up with the log's end, so
-        the log would never start over and grow without bound (2.2 GB after 8,000
-        messages, every page read then searching its whole index). RESTART waits for the
-        readers still on the old log (at most ``CHECKPOINT_WAIT_MS``; else it tries again
-        next time); the next commit then writes from the start of the file and cuts it to
-        ``WAL_SIZE_LIMIT``. It runs on a reader thread of its own: a read-only connection
-        may checkpoint, and a reader outlives its event loop, where aiosqlite's thread
-        would die answering a closed one."""
+        First a PASSIVE checkpoint, which holds nobody back. Racing a stream of commits
+        it never reaches the log's end, though, and a log that is never wholly copied
+        never starts over: it grew without bound (2.2 GB after 8,000 messages, every page
+        read then searching its whole index). So past ``RESTART_FRAMES`` pages, writes
+        are held back (they queue up for the next group commit) while a RESTART copies
+        the little that is left and waits for the readers still on the old log (at most
+        ``CHECKPOINT_WAIT_MS``, else it tries again next time); the next commit writes
+        from the start of the file and cuts it to ``WAL_SIZE_LIMIT``. On a reader thread
+        of its own: a read-only connection may checkpoint, and a reader outlives its
+        event loop, where aiosqlite's thread would die answering a closed one."""
         try:
-            async with self._write_lock:
-                if self._checkpoints is None:  # closed meanwhile
-                    return
-                done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-                self._checkpoints.submit([(_restart_log, done)])
-                await done
+            _, frames, _ = await self._run_checkpoint("PASSIVE")
+            if frames >= RESTART_FRAMES:
+                async with self._write_lock:
+                    await self._run_checkpoint("RESTART")
         except (aiosqlite.Error, sqlite3.Error, StorageError, ValueError) as exc:
             log.warning("checkpoint failed: %s", exc)
+
+    async def _run_checkpoint(self, mode: str) -> tuple[int, int, int]:
+        """(busy, pages in the log, pages copied) of one checkpoint on its thread."""
+        if self._checkpoints is None:  # closed meanwhile
+            return (0, 0, 0)
+        done: asyncio.Future[tuple[int, int, int]] = asyncio.get_running_loop().create_future()
+        statement = f"PRAGMA wal_checkpoint({mode})"
+        self._checkpoints.submit([(lambda raw: tuple(raw.execute(statement).fetchone()), done)])
+        return await done
 
     async def fetchall(
         self, sql: str, params: Sequence[Any] = (), *, lookup: bool = False
@@ -397,10 +408,6 @@ class _ReadWorker:
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
-
-
-def _restart_log(raw: sqlite3.Connection) -> list[Any]:
-    return raw.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
 
 def _write_connection(path: Path) -> sqlite3.Connection:
