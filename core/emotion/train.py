@@ -37,9 +37,11 @@ import numpy as np
 from core.embeddings import Embedder, build_embedder
 from core.emotion.classifier import DEFAULT_WEIGHTS, Head, features, recipe_path, softmax
 from core.emotion.data import (
+    MIXED_RULES,
     WRITTEN_EXAMPLES,
     Example,
     read_brighter,
+    read_brighter_mixed,
     read_goemotions,
     read_labelled_tsv,
 )
@@ -77,6 +79,7 @@ class HyperParams:
             "goemotions": 1.0,
             "brighter_eng": 1.0,
             "brighter_ptbr": 3.0,
+            "brighter_ptbr_mixed": 3.0,
             "written": 3.0,
         }
     )
@@ -92,6 +95,9 @@ class HyperParams:
 def source_key(example: Example) -> str:
     if example.source.startswith("goemotions"):
         return "goemotions"
+    if example.source.startswith("brighter-mixed"):
+        # Training-only readings (read_brighter_mixed): fitted on, never scored.
+        return "brighter_ptbr_mixed"
     if "ptbr" in example.source:
         return "brighter_ptbr"
     if example.source.startswith("brighter"):
@@ -100,7 +106,7 @@ def source_key(example: Example) -> str:
 
 
 def is_portuguese(source: str) -> bool:
-    return source in ("brighter_ptbr", "written")
+    return source in ("brighter_ptbr", "brighter_ptbr_mixed", "written")
 
 
 def cap_labels(examples: Sequence[Example], caps: dict[str, int]) -> list[Example]:
@@ -119,7 +125,12 @@ def load_training_examples(
     written: Path | Sequence[Path] | None = WRITTEN_EXAMPLES,
     goemotions_caps: dict[str, int] | None = None,
     goemotions_rows: int = 0,
+    mixed_pt: str | None = None,
 ) -> list[Example]:
+    """Training rows: GoEmotions (capped), BRIGHTER English and Portuguese, the written
+    files, then (``mixed_pt``: a rule of :data:`core.emotion.data.MIXED_RULES`) the
+    Portuguese BRIGHTER rows the strict mapping drops but that rule reads. Those come
+    last, so every other row keeps its index with or without them."""
     emotion = data_dir / "emotion"
     goemotions = read_goemotions(emotion / "goemotions" / "train.tsv")
     if goemotions_rows:
@@ -133,6 +144,10 @@ def load_training_examples(
     ]
     for path in [written] if isinstance(written, Path) else written or ():
         examples.extend(e for e in read_labelled_tsv(path) if e.label in LABELS)
+    if mixed_pt:
+        examples.extend(
+            read_brighter_mixed(emotion / "brighter" / "track_a_train_ptbr.csv", mixed_pt)
+        )
     return examples
 
 
@@ -540,6 +555,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="rows kept of GoEmotions neutral and of joy-like (default 2300/1400); 0 = all",
     )
     parser.add_argument(
+        "--mixed-pt",
+        choices=MIXED_RULES,
+        default=None,
+        help="also train on the Portuguese BRIGHTER rows this rule reads "
+        "(core.emotion.data.read_brighter_mixed; never scored)",
+    )
+    parser.add_argument(
         "--goemotions-rows",
         type=int,
         default=0,
@@ -570,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = build_embedder(args.embedding_backend, model)
     written = None if args.no_written else args.written
     examples = load_training_examples(
-        args.data_dir, written, params.goemotions_caps, args.goemotions_rows
+        args.data_dir, written, params.goemotions_caps, args.goemotions_rows, args.mixed_pt
     )
     log.info("training on %d examples with embedder %s", len(examples), embedder.name)
     ratios = goemotions_cap_ratios(args.data_dir, params.goemotions_caps, args.goemotions_rows)
@@ -587,6 +609,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if written is not None:
         names = " + ".join(f"core/emotion/{path.name}" for path in written)
         files.append(f"{names} (written for AKIRA)")
+    if args.mixed_pt:
+        files.append(
+            "emotion/brighter/track_a_train_ptbr.csv rows with labels of several states, "
+            f"read by the {args.mixed_pt!r} rule of core.emotion.data.read_brighter_mixed"
+        )
     recipe = {
         "format": 1,
         "labels": list(LABELS),

@@ -20,8 +20,13 @@ from core.emotion import (
 )
 from core.emotion.classifier import WEIGHTS_DIR
 from core.emotion.e5numpy import file_sha256
-from core.emotion.ensemble import ENSEMBLE_RECIPE, EnsembleDetector, read_ensemble_recipe
-from core.emotion.ensemble_train import assign_folds
+from core.emotion.ensemble import (
+    ENSEMBLE_RECIPE,
+    EnsembleDetector,
+    lexicon_votes,
+    read_ensemble_recipe,
+)
+from core.emotion.ensemble_train import assign_folds, training_folds
 from core.emotion.finetune import split_rows
 from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector
 from core.emotion.language import guess_language
@@ -149,3 +154,32 @@ def test_folds_keep_finetunes_split_as_fold_zero_and_stratify_the_rest() -> None
             counts = np.bincount(fold[(src == s) & (labels == c) & (fold > 0)], minlength=5)[1:]
             assert counts.max() - counts.min() <= 1  # dealt round-robin
     assert np.array_equal(fold, assign_folds(sources, labels, 5, 0.2, 13))
+
+
+def test_mixed_rows_leave_the_other_rows_folds_alone() -> None:
+    rng = np.random.default_rng(2)
+    sources = [str(s) for s in rng.choice(["goemotions", "brighter_ptbr", "written"], 600)]
+    labels = rng.integers(0, len(LABELS), 600)
+    extra = 100
+    with_mixed = sources + ["brighter_ptbr_mixed"] * extra
+    extra_labels = np.concatenate([labels, np.zeros(extra, dtype=labels.dtype)])
+    fold = training_folds(with_mixed, extra_labels, 5, 0.2, 13)
+    assert np.array_equal(fold[:600], assign_folds(sources, labels, 5, 0.2, 13))
+    assert np.bincount(fold[600:], minlength=5).tolist() == [20] * 5
+
+
+def test_lexicon_vote_is_added_as_the_recipe_says(tmp_path: Path) -> None:
+    votes = lexicon_votes([SEED, "The meeting is on Thursday.", "que dia lindo, adorei!"])
+    assert votes[0, LABELS.index("agressivo")] == 1.0 and votes[0].sum() == 1.0
+    assert not votes[1].any()  # a neutral reading casts no vote
+    assert votes[2, LABELS.index("feliz")] == 1.0
+    recipe = read_ensemble_recipe()
+    recipe["lexicon_vote"], recipe["lexicon_vote_pt"] = 0.0, 2.0
+    voting = EnsembleDetector(recipe=_copy_weights(tmp_path, recipe))
+    recipe["lexicon_vote_pt"] = 0.0
+    (tmp_path / "ensemble.json").write_text(json.dumps(recipe), encoding="utf-8")
+    silent = EnsembleDetector(recipe=tmp_path / "ensemble.json")
+    texts = [SEED, "you are useless and stupid"]  # Portuguese, English
+    assert [guess_language(t) for t in texts] == ["pt", "en"]
+    difference = voting.logits(texts) - silent.logits(texts)
+    assert np.allclose(difference, [2.0 * votes[0], np.zeros(len(LABELS))], atol=1e-5)
