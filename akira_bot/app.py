@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 
@@ -38,6 +39,14 @@ log = logging.getLogger(__name__)
 # sampling cool (it answers in seconds instead of minutes and drifts less).
 LOCAL_MAX_TOKENS = 160
 LOCAL_TEMPERATURE = 0.3
+
+# A young collection every 10,000 new objects (Python's default: 700), a full one after
+# 1,000 middle ones (default: 10). A message makes no reference cycles (a test holds
+# that), so collections find next to nothing, while a full one walks every cached node
+# and edge: at 1000 users x 20 messages the defaults ran 42 full collections of 0.4-0.6 s
+# each, the event loop standing still for all of them (19 s of collecting in a 208 s
+# run; 2.7 s with these, the longest pause 0.11 s).
+GC_THRESHOLDS = (10_000, 10, 1_000)
 
 
 def engine_config(settings: Settings) -> EngineConfig:
@@ -141,6 +150,14 @@ def build_adapters(settings: Settings, engine: Engine) -> list[Adapter]:
     return adapters
 
 
+def tune_garbage_collector() -> None:
+    """Set the collector for a long-running bot: call once, after startup (models loaded,
+    engine started). What startup built is frozen: never scanned again."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 async def serve(settings: Settings, adapters: list[Adapter], engine: Engine) -> None:
     """Run platform adapters until SIGTERM/SIGINT, then shut down gracefully."""
     stop = asyncio.Event()
@@ -151,6 +168,7 @@ async def serve(settings: Settings, adapters: list[Adapter], engine: Engine) -> 
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
             pass
     await engine.start()
+    tune_garbage_collector()
     started: list[Adapter] = []
     try:
         for adapter in adapters:

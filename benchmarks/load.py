@@ -51,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a plain script from anywhere
     sys.path.insert(0, str(REPO))
 
-from akira_bot.app import build_engine  # noqa: E402
+from akira_bot.app import build_engine, tune_garbage_collector  # noqa: E402
 from akira_bot.settings import Settings  # noqa: E402
 from core.cleaner import contains_internal_marker  # noqa: E402
 from core.llm import ChatMessage, Generation, GenerationOptions, ScriptedProvider  # noqa: E402
@@ -181,6 +181,25 @@ class BenchResponder:
         return _typing()
 
 
+class CollectorClock:
+    """A ``gc.callbacks`` entry timing every collection."""
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self.longest_s = 0.0
+        self.counts = [0, 0, 0]  # by generation
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        pause = time.perf_counter() - self._started
+        self.total_s += pause
+        self.longest_s = max(self.longest_s, pause)
+        self.counts[info["generation"]] += 1
+
+
 def message_for(user: int, index: int, rng: random.Random, group: bool) -> IncomingMessage:
     token = f"[m{user}-{index}]"
     text = f"{rng.choice(SENTENCES)} {token}"
@@ -303,6 +322,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         warm_message = message_for(WARMUP_USER, 0, random.Random(0), False)
         await engine.handle(warm_message, BenchResponder(warm))
         setup_s = time.perf_counter() - setup_started
+        if not args.default_gc:
+            tune_garbage_collector()  # as `akira-bot run` does once it has started
 
         logs = [UserLog() for _ in range(args.users)]
         timings: dict[str, tuple[float, float, float]] = {}
@@ -312,6 +333,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for u in range(args.users)
         ]
         gc.collect()
+        collector = CollectorClock()
+        gc.callbacks.append(collector)
         started = time.perf_counter()
         cpu_started, loop_cpu_started = time.process_time(), time.thread_time()
         gate.set()
@@ -321,6 +344,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # alone (the part that the GIL serialises with everything else).
         cpu_s = time.process_time() - cpu_started
         loop_cpu_s = time.thread_time() - loop_cpu_started
+        gc.callbacks.remove(collector)
         # Background work (memory extraction) still queued when the last reply went out:
         # not part of any reply's latency, but a backlog worth knowing about.
         background_pending = engine.services.background.pending
@@ -375,6 +399,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "elapsed_s": round(elapsed, 2),
         "cpu_ms_per_message": round(cpu_s * 1000 / total, 2),
         "loop_cpu_ms_per_message": round(loop_cpu_s * 1000 / total, 2),
+        # The garbage collector stops every thread's Python, the event loop's too.
+        "gc_ms_per_message": round(collector.total_s * 1000 / total, 3),
+        "gc_longest_pause_ms": round(collector.longest_s * 1000, 1),
+        "gc_collections": collector.counts,
         "setup_s": round(setup_s, 2),
         "stored_replies": stored_replies,
         "other_replies": dict(other_replies),
@@ -391,6 +419,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "burst": args.burst,
             "think_ms": args.think_ms,
             "group_share": args.group_share,
+            "gc": "python default" if args.default_gc else "tuned",
             "cpus": os.cpu_count(),
         },
     }
@@ -419,6 +448,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-concurrent", type=int, default=0, help="0 = one slot per user")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--stage-times", action="store_true", help="own time of every stage")
+    p.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="keep Python's collector settings instead of the bot's (tune_garbage_collector)",
+    )
     return p.parse_args(argv)
 
 
