@@ -57,14 +57,19 @@ class EmotionTracker:
         """Apply the readings to the stored state in one transaction (imports and live
         messages of one person may overlap: no update is lost)."""
 
+        computed: list[EmotionalState] = []
+
         def change(current: object) -> dict[str, object]:
             state = EmotionalState.from_dict(current if isinstance(current, dict) else None)
             for reading, at in readings:
                 state = apply_reading(state, reading, at, self.rules)
+            # A group commit may run this twice; the last run is what gets stored. Kept
+            # as built: reading the stored dict back cost a second parse of the history.
+            computed[:] = [state]
             return state.to_dict()
 
-        stored = await self.storage.users.change_profile(owner, PROFILE_KEY, change)
-        return EmotionalState.from_dict(stored)
+        await self.storage.users.change_profile(owner, PROFILE_KEY, change)
+        return computed[-1]
 
     def tone(self, state: EmotionalState, at: datetime) -> Tone:
         return current_tone(state, at, self.states)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from core.emotion import EmotionalState
+from core.emotion.detector import EmotionReading
 from tests.conftest import ask, make_message
 
 DAY0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -79,3 +82,28 @@ async def test_emotion_off_means_no_tone_and_no_state(engine_factory) -> None:
     await ask(engine, make_message("você é inútil!", user="9"))
     assert "<!" not in system_prompt(provider)
     assert "emotion" not in (await engine.storage.users.get("telegram:9")).profile
+
+
+async def test_the_state_given_back_is_the_state_stored(engine_factory) -> None:
+    """Even when the group commit runs the change twice (another write in the same batch
+    failed, so the batch ran again with savepoints), the state the stage goes on with is
+    the one in the profile."""
+    engine, _ = await engine_factory(["Entendo."], emotion={"detector": "lexicon"})
+    await ask(engine, make_message("oi", user="1", at=DAY0))
+    tracker = engine.pipeline.get("emotion").tracker
+
+    def fails(raw: sqlite3.Connection) -> None:
+        raw.execute("INSERT INTO no_such_table VALUES (1)")
+
+    readings = [(EmotionReading("agressivo", 0.9), DAY0 + timedelta(minutes=1))]
+    state, failure = await asyncio.gather(
+        tracker.update_many("telegram:1", readings),
+        engine.storage.db.run(fails),
+        return_exceptions=True,
+    )
+    assert isinstance(failure, sqlite3.OperationalError)
+    stored = EmotionalState.from_dict(
+        (await engine.storage.users.get("telegram:1")).profile["emotion"]
+    )
+    assert state == stored
+    assert stored.emotional_state == "agressivo" and stored.aggressive_count == 1
