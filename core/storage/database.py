@@ -59,7 +59,7 @@ class Database:
     connection never waits for a lock: when another process holds the write lock, the
     batch goes to aiosqlite's thread, which may wait; and it never checkpoints (copying
     the log into the database file, with an fsync): :meth:`_checkpoint` does that on a
-    reader thread, at most once a second. Reads go to :class:`_ReadWorker` threads in
+    thread of its own, at most once a second. Reads go to :class:`_ReadWorker` threads in
     batches (see there), except lookups (``lookup=True``: a few rows found by an index),
     which run right away on the event loop's own read connection: a hop to a thread and
     back costs two thread switches, more than such a query itself (~20-60 µs). Never mark
