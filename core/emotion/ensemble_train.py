@@ -30,7 +30,7 @@ adjustment) with weights ``(1 - w, w)`` and then a per-language log-prior adjust
   are fitted on but not scored); ``--vote-grid`` adds the lexicon's vote
   (:func:`core.emotion.ensemble.lexicon_votes`) with each weight tried, chosen per
   language the same way. Only folds with fine-tuned logits are scored (the shipped
-  selection used 4 of 5: the fifth run was stopped for time). The shipped adjustments are
+  selection scores all 5). The shipped adjustments are
   then chosen on all scored rows. Writes ``weights/ensemble.json`` (``"default"`` stays
   false here: making it the default is a release decision taken on the dev files).
 """
@@ -215,19 +215,12 @@ class Selection:
     def adjust(self, mixed: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """English and Portuguese log-prior adjustments chosen on ``rows`` (hard cap on
         Portuguese neutral read as agressivo)."""
-        from core.emotion.train import choose_adjustment
+        from core.emotion.train import adjust_by_language
 
-        en, pt = self.en_mask & rows, self.pt_mask & rows
-        labels, score_w = self.labels, self.score_w
-        adj_en = choose_adjustment([mixed[en]], [labels[en]], weights_by_group=[score_w[en]])
-        adj_pt = choose_adjustment(
-            [mixed[pt]],
-            [labels[pt]],
-            max_neutral_as_aggressive=(SELECTION_CAP,),
-            weights_by_group=[score_w[pt]],
-            penalty=HARD_CAP_PENALTY,
+        masks = (self.en_mask & rows, self.pt_mask & rows)
+        return adjust_by_language(
+            mixed, self.labels, self.score_w, masks, SELECTION_CAP, HARD_CAP_PENALTY
         )
-        return adj_en, adj_pt
 
     def nested(self, mixed: np.ndarray) -> dict[str, float]:
         """Honest estimate of the adjustment step too: adjustments chosen on the other

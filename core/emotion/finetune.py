@@ -47,7 +47,7 @@ from core.emotion.ngrams import ngram_rows, sparse_logits
 from core.emotion.train import (
     DEFAULT_DATA_DIR,
     HyperParams,
-    choose_adjustment,
+    adjust_by_language,
     fit_ngrams,
     goemotions_cap_ratios,
     is_portuguese,
@@ -465,15 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         record: dict[str, object] = {"before_adjust": figures(logits, zero, zero)}
         for scale in params.ngram_scales:
             mixed = logits + scale * ng_held
-            adj_en = choose_adjustment(
-                [mixed[en_mask]], [lab_held[en_mask]], weights_by_group=[w_held[en_mask]]
-            )
-            adj_pt = choose_adjustment(
-                [mixed[pt_mask]],
-                [lab_held[pt_mask]],
-                max_neutral_as_aggressive=(cap,),
-                weights_by_group=[w_held[pt_mask]],
-                penalty=HARD_CAP_PENALTY,
+            adj_en, adj_pt = adjust_by_language(
+                mixed, lab_held, w_held, (en_mask, pt_mask), cap, HARD_CAP_PENALTY
             )
             fig = figures(mixed, adj_en, adj_pt)
             record[f"ngram_scale_{scale}"] = fig

@@ -368,6 +368,29 @@ def choose_adjustment(
     return adjust
 
 
+def adjust_by_language(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    weights: np.ndarray,
+    masks: tuple[np.ndarray, np.ndarray],
+    cap: float,
+    penalty: float = 3.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The English and the Portuguese adjustment (:func:`choose_adjustment`), each chosen
+    on its own rows (``masks``: English, Portuguese); Portuguese neutral read as agressivo
+    is capped at ``cap`` with ``penalty``."""
+    en, pt = masks
+    adjust_en = choose_adjustment([logits[en]], [labels[en]], weights_by_group=[weights[en]])
+    adjust_pt = choose_adjustment(
+        [logits[pt]],
+        [labels[pt]],
+        max_neutral_as_aggressive=(cap,),
+        weights_by_group=[weights[pt]],
+        penalty=penalty,
+    )
+    return adjust_en, adjust_pt
+
+
 def embedder_spec(embedder: Embedder, backend: str, model: str | None) -> dict[str, object]:
     return {"backend": backend, "model": model, "name": embedder.name, "dim": embedder.dim}
 
@@ -457,15 +480,7 @@ def train(
     for scale in scales:
         oof = oof_emb + scale * oof_ngram
         # One adjustment per language: Portuguese chat needs a firmer hand on agressivo.
-        adjust_en = choose_adjustment(
-            [oof[en_mask]], [labels[en_mask]], weights_by_group=[row_weights[en_mask]]
-        )
-        adjust_pt = choose_adjustment(
-            [oof[pt_mask]],
-            [labels[pt_mask]],
-            max_neutral_as_aggressive=(cap,),
-            weights_by_group=[row_weights[pt_mask]],
-        )
+        adjust_en, adjust_pt = adjust_by_language(oof, labels, row_weights, (en_mask, pt_mask), cap)
         trial = evaluate(oof, adjust_en, adjust_pt)
         by_scale[str(scale)] = trial
         if best is None or objective(trial) > best[0] + 1e-9:

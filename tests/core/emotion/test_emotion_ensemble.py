@@ -73,15 +73,16 @@ def test_ensemble_logits_are_the_recipe_mix_of_both_components(
     classifier = build_detector("classifier", embedder=None, weights=CLASSIFIER, strict=True)
     assert isinstance(classifier, ClassifierDetector)
     expected = []
-    for text, mix, key in zip(
+    for text, mix, vote, key in zip(
         texts,
         (recipe["mix_pt"], recipe["mix"]),
+        (recipe.get("lexicon_vote_pt", 0.0), recipe.get("lexicon_vote", 0.0)),
         ("log_adjust_pt", "log_adjust"),
         strict=True,
     ):
         adjust = np.array([recipe[key][label] for label in LABELS])
         raw = (1 - mix) * tuned.embedding_logits(text) + mix * classifier.raw_logits([text])[0]
-        expected.append(raw + adjust)
+        expected.append(raw + vote * lexicon_votes([text])[0] + adjust)
     assert np.allclose(ensemble.logits(texts), np.array(expected), atol=1e-4)
     assert np.allclose(ensemble.probabilities(texts).sum(axis=1), 1.0, atol=1e-5)
 
@@ -92,7 +93,7 @@ def test_recipe_names_both_components_by_checksum() -> None:
     assert parts["finetuned"] == {"file": "finetuned.npz", "sha256": file_sha256(FINETUNED_WEIGHTS)}
     assert parts["classifier"] == {"file": CLASSIFIER.name, "sha256": file_sha256(CLASSIFIER)}
     assert 0.0 <= recipe["mix"] <= 1.0 and 0.0 <= recipe["mix_pt"] <= 1.0
-    # Opt-in: on the Portuguese dev file its macro-F1 is 0.572, under the 0.60 goal.
+    # Opt-in: on the Portuguese dev file its macro-F1 is 0.556, under the 0.60 goal.
     assert recipe["default"] is False and "0.60" in recipe["status"]
     assert "dev" not in json.dumps(recipe["selection"]["protocol"])
 
