@@ -412,27 +412,29 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 def _write_connection(path: Path) -> sqlite3.Connection:
     """The event loop's write connection: never waits for a lock, never checkpoints."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    try:
-        conn.row_factory = sqlite3.Row  # as aiosqlite's, which runs the same functions
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=0")
-        conn.execute("PRAGMA wal_autocheckpoint=0")
-        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
-    except sqlite3.Error:
-        conn.close()
-        raise
-    return conn
+    return _connect(
+        path,
+        "PRAGMA foreign_keys=ON",
+        "PRAGMA synchronous=NORMAL",
+        "PRAGMA busy_timeout=0",
+        "PRAGMA wal_autocheckpoint=0",
+        f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}",
+    )
 
 
 def _read_connection(path: Path, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
     """A read-only (``query_only``) connection; under WAL it sees every committed write."""
+    return _connect(path, "PRAGMA query_only=ON", f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+
+
+def _connect(path: Path, *pragmas: str) -> sqlite3.Connection:
+    """A raw connection usable from any one thread at a time, rows as aiosqlite's (the
+    same functions run on both), with ``pragmas`` applied; closed again if one fails."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA query_only=ON")
-        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        for pragma in pragmas:
+            conn.execute(pragma)
     except sqlite3.Error:
         conn.close()
         raise
