@@ -3,6 +3,11 @@ that owner committed may lack the write, and must then be used once, not kept.""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 class LoadGuard:
     """``token = guard.begin(owner)`` before reading an owner's rows, ``guard.wrote(owner)``
@@ -22,6 +27,16 @@ class LoadGuard:
     def begin(self, owner: str) -> int:
         self._loading[owner] = self._loading.get(owner, 0) + 1
         return self._writes
+
+    async def load(self, owner: str, read: Awaitable[T]) -> tuple[T, bool]:
+        """Await ``read`` (the owner's rows from SQLite) between :meth:`begin` and
+        :meth:`end`: (what it gave, whether a write of that owner committed meanwhile)."""
+        token = self.begin(owner)
+        try:
+            value = await read
+        finally:
+            raced = self.end(owner, token)
+        return value, raced
 
     def end(self, owner: str, token: int) -> bool:
         self._loading[owner] -= 1

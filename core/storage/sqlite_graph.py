@@ -693,11 +693,7 @@ class SQLiteGraphStore(GraphStore):
                 raw.execute("COMMIT")
             return vectors, edges
 
-        token = self._loads.begin(owner)
-        try:
-            rows, edge_rows = await self.db.run(read, write=False)
-        finally:
-            raced = self._loads.end(owner, token)
+        (rows, edge_rows), raced = await self._loads.load(owner, self.db.run(read, write=False))
         if not rows:
             return None
         dim = int(rows[0]["dim"])

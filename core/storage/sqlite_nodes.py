@@ -230,13 +230,12 @@ class SQLiteUserStore(UserStore):
         if kept is not None:
             self._rows.move_to_end(key)
             return kept
-        token = self._loads.begin(key)
-        try:
-            row = await self.db.fetchone(
+        row, raced = await self._loads.load(
+            key,
+            self.db.fetchone(
                 f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,), lookup=True
-            )
-        finally:
-            raced = self._loads.end(key, token)
+            ),
+        )
         if row is None:
             return None
         if raced:
@@ -439,16 +438,15 @@ class SQLiteNodeStore(NodeStore):
         if latest is not None:
             self._latest.move_to_end(owner)
             return latest
-        token = self._loads.begin(owner)
-        try:
-            rows = await self.db.fetchall(
+        rows, raced = await self._loads.load(
+            owner,
+            self.db.fetchall(
                 f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ?"
                 " ORDER BY ts DESC, rowid DESC LIMIT ?",
                 (owner, LATEST_PER_OWNER + 1),
                 lookup=True,
-            )
-        finally:
-            raced = self._loads.end(owner, token)
+            ),
+        )
         latest = _LatestNodes(
             [NodeRow(*row) for row in reversed(rows[:LATEST_PER_OWNER])],
             complete=len(rows) <= LATEST_PER_OWNER,

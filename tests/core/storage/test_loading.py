@@ -23,3 +23,17 @@ def test_overlapping_reads_of_one_owner() -> None:
     assert guard.end("a", second) is False
     assert guard.end("a", first) is True
     assert guard._loading == {} and guard._written == {}
+
+
+async def test_load_reports_a_write_landing_while_the_read_is_awaited() -> None:
+    guard = LoadGuard()
+
+    async def read(write_meanwhile: str | None) -> list[str]:
+        if write_meanwhile is not None:
+            guard.wrote(write_meanwhile)
+        return ["row"]
+
+    assert await guard.load("a", read(None)) == (["row"], False)
+    assert await guard.load("a", read("b")) == (["row"], False)
+    assert await guard.load("a", read("a")) == (["row"], True)
+    assert guard._loading == {} and guard._written == {}
