@@ -116,7 +116,9 @@ def build_engine(
 ) -> Engine:
     """The engine for ``settings``; ``llm``/``embedder`` override the configured ones
     (tests, embedding a bot in another program)."""
-    storage = SQLiteStorage(settings.database_path)
+    storage = SQLiteStorage(
+        settings.database_path, writer_process=settings.storage.writer == "process"
+    )
     if embedder is None and settings.memory.graph:
         embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
     if llm is None:

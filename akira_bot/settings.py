@@ -58,6 +58,12 @@ class MemorySettings(BaseModel):
     extraction_concurrency: int = Field(default=2, ge=1, le=32)
 
 
+class StorageSettings(BaseModel):
+    # process: the group commits run in a process of their own (the event loop goes on
+    # serving people meanwhile); loop: on the event loop itself (one process in all).
+    writer: Literal["process", "loop"] = "process"
+
+
 class BotSettings(BaseModel):
     default_language: Literal["pt", "en"] = "pt"
     persona_file: Path | None = None
@@ -84,6 +90,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     emotion: EmotionSettings = Field(default_factory=EmotionSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
     bot: BotSettings = Field(default_factory=BotSettings)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)

@@ -13,7 +13,8 @@ Prints one JSON object:
 
     messages, stored, delivered, lost, duplicates, out_of_order,
     overhead_p50_ms, overhead_p99_ms, throughput_per_s, ...,
-    cpu_ms_per_message (every thread), loop_cpu_ms_per_message (the event loop's thread)
+    cpu_ms_per_message (every thread), loop_cpu_ms_per_message (the event loop's thread),
+    writer_cpu_ms_per_message (the database writer process; ``--writer loop``: none)
 
 CPU per message is the steadier figure for comparing changes on a noisy machine; latency
 depends on how close the offered load (users / pause) is to what that CPU allows.
@@ -295,6 +296,18 @@ def verify_database(db_path: Path, users: int, messages: int) -> tuple[int, int,
     return distinct, replies, inversions
 
 
+def process_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) used so far by process ``pid``; 0 without one."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    # After the command name: state is field 3, utime 14 and stime 15 (proc(5)).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="akira-load-") as tmp:
         bot = {
@@ -307,6 +320,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             llm={"provider": "scripted"},
             embedding={"backend": args.embedder},
             emotion={"detector": args.emotion},
+            storage={"writer": args.writer},
             bot=bot,
         )
         llm = TimedScriptedProvider(args.llm_min_ms / 1000, args.llm_max_ms / 1000, args.seed)
@@ -321,6 +335,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         warm = UserLog()
         warm_message = message_for(WARMUP_USER, 0, random.Random(0), False)
         await engine.handle(warm_message, BenchResponder(warm))
+        db_handle = engine.services.storage.db
+        if args.writer == "process" and not await db_handle.wait_writer():
+            raise SystemExit("the database writer process did not start")
+        writer_pid = db_handle.writer_pid
         setup_s = time.perf_counter() - setup_started
         if not args.default_gc:
             tune_garbage_collector()  # as `akira-bot run` does once it has started
@@ -337,6 +355,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         gc.callbacks.append(collector)
         started = time.perf_counter()
         cpu_started, loop_cpu_started = time.process_time(), time.thread_time()
+        writer_cpu_started = process_cpu_s(writer_pid)
         gate.set()
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
@@ -344,6 +363,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # alone (the part that the GIL serialises with everything else).
         cpu_s = time.process_time() - cpu_started
         loop_cpu_s = time.thread_time() - loop_cpu_started
+        writer_cpu_s = process_cpu_s(writer_pid) - writer_cpu_started
         gc.callbacks.remove(collector)
         # Background work (memory extraction) still queued when the last reply went out:
         # not part of any reply's latency, but a backlog worth knowing about.
@@ -399,6 +419,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "elapsed_s": round(elapsed, 2),
         "cpu_ms_per_message": round(cpu_s * 1000 / total, 2),
         "loop_cpu_ms_per_message": round(loop_cpu_s * 1000 / total, 2),
+        "writer_cpu_ms_per_message": round(writer_cpu_s * 1000 / total, 2),
         # The garbage collector stops every thread's Python, the event loop's too.
         "gc_ms_per_message": round(collector.total_s * 1000 / total, 3),
         "gc_longest_pause_ms": round(collector.longest_s * 1000, 1),
@@ -420,6 +441,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "think_ms": args.think_ms,
             "group_share": args.group_share,
             "gc": "python default" if args.default_gc else "tuned",
+            "writer": args.writer,
             "cpus": os.cpu_count(),
         },
     }
@@ -447,6 +469,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--group-share", type=float, default=0.2, help="users talking in groups")
     p.add_argument("--max-concurrent", type=int, default=0, help="0 = one slot per user")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--writer",
+        choices=["process", "loop"],
+        default="process",
+        help="where group commits run (AKIRA_STORAGE__WRITER)",
+    )
     p.add_argument("--stage-times", action="store_true", help="own time of every stage")
     p.add_argument(
         "--default-gc",

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from core.storage.writer_process import WriterGone, WriterProcess, encode_batch
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -49,6 +51,11 @@ class Database:
     serialise them (SQLite has one writer) so concurrent users never interleave half-done
     writes.
 
+    With ``writer_process=True`` the group commits of :meth:`run` go to a child process
+    (:mod:`core.storage.writer_process`) once it has started; what follows about the
+    loop's write connection is then true only until it is ready, for a batch holding a
+    write function that cannot be pickled, and after the child died.
+
     aiosqlite runs :meth:`transaction` (migrations, bulk changes, forgetting) on its worker
     thread. The hot path is :meth:`run`: the write functions queued during one loop turn
     go in one transaction (group commit), run right on the event loop's own write
@@ -65,8 +72,12 @@ class Database:
     back costs two thread switches, more than such a query itself (~20-60 µs). Never mark
     a scan as a lookup: while it runs, the loop serves nobody else."""
 
-    def __init__(self, path: Path | str, *, readers: int = 3) -> None:
+    def __init__(self, path: Path | str, *, readers: int = 3, writer_process: bool = False) -> None:
         self.path = Path(path)
+        # Group commits in a process of their own (see core.storage.writer_process) once
+        # it is ready; until then, and for batches that cannot be pickled, on the loop.
+        self.writer_process = writer_process
+        self._process: WriterProcess | None = None
         self._conn: aiosqlite.Connection | None = None
         # Reads go to other connections (a thread each, taken in turn): under WAL they see
         # every committed write and never wait behind a batch of writes being committed.
@@ -88,6 +99,15 @@ class Database:
         # transaction, so 1000 people cost a commit per batch.
         self._pending: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._drainer: asyncio.Task[None] | None = None
+
+    @property
+    def writer_pid(self) -> int | None:
+        """The writer process's id while it runs (None: writes run on the loop)."""
+        return self._process.pid if self._process is not None and self._process.alive else None
+
+    async def wait_writer(self) -> bool:
+        """Wait until the writer process takes batches; False without one."""
+        return self._process is not None and await self._process.wait_ready()
 
     @property
     def conn(self) -> aiosqlite.Connection:
@@ -117,6 +137,9 @@ class Database:
                 self._checkpoints = _ReadWorker(
                     self.path, "akira-db-checkpoint", busy_timeout_ms=CHECKPOINT_WAIT_MS
                 )
+                if self.writer_process:
+                    self._process = WriterProcess(self.path)
+                    await self._process.start()
         except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
@@ -208,7 +231,10 @@ class Database:
         runs share one transaction, and one caller's failure rolls back only its own
         writes; the call returns after the COMMIT. To keep that promise a write ``fn``
         may run twice (see :func:`_group_transaction`): it must only write through the
-        connection it is given.
+        connection it is given. With the writer process it runs there, so it should be
+        picklable (a module-level function, or a ``functools.partial`` of one with
+        picklable arguments, passed by keyword) and return something picklable; a batch
+        that cannot be pickled runs on the loop instead.
         ``write=False``: a plain read (no lock, no transaction of its own). ``fn`` must not
         await or block on the event loop: it runs on another thread, or, with
         ``lookup=True`` (see the class), on the loop itself."""
@@ -249,6 +275,18 @@ class Database:
     ) -> list[tuple[bool, Any]]:
         """One group commit: on the loop's write connection when the write lock is free
         right now, else on aiosqlite's thread (which waits for it)."""
+        process = self._process
+        if process is not None and process.ready:
+            message = encode_batch(fns)
+            if message is not None:
+                try:
+                    results = await process.run(message)
+                except WriterGone as exc:
+                    log.error("%s; writing on the event loop from now on", exc)
+                    self._process = None
+                    raise StorageError(str(exc)) from exc
+                self._maybe_checkpoint()
+                return results
         writer = self._writer
         if writer is not None:
             try:
@@ -336,10 +374,14 @@ class Database:
             checkpointer, self._checkpointer = self._checkpointer, None
             if not checkpointer.done() and checkpointer.get_loop() is asyncio.get_running_loop():
                 await asyncio.wait([checkpointer])
-        if self._writer is not None:
-            async with self._write_lock:  # a batch waiting on aiosqlite's thread ends first
+        if self._writer is not None or self._process is not None:
+            async with self._write_lock:  # a batch in flight ends first
                 writer, self._writer = self._writer, None
-                writer.close()
+                process, self._process = self._process, None
+                if writer is not None:
+                    writer.close()
+                if process is not None:
+                    await process.close()
         if self._lookups is not None:
             lookups, self._lookups = self._lookups, None
             lookups.close()
@@ -417,6 +459,19 @@ def _write_connection(path: Path) -> sqlite3.Connection:
         "PRAGMA foreign_keys=ON",
         "PRAGMA synchronous=NORMAL",
         "PRAGMA busy_timeout=0",
+        "PRAGMA wal_autocheckpoint=0",
+        f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}",
+    )
+
+
+def _writer_process_connection(path: Path) -> sqlite3.Connection:
+    """The writer process's connection: like the loop's, but it may wait for the lock
+    (another process writing): nobody else waits on its thread."""
+    return _connect(
+        path,
+        "PRAGMA foreign_keys=ON",
+        "PRAGMA synchronous=NORMAL",
+        "PRAGMA busy_timeout=5000",
         "PRAGMA wal_autocheckpoint=0",
         f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}",
     )

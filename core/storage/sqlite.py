@@ -23,8 +23,8 @@ class SQLiteStorage:
     each one filters by owner itself.
     """
 
-    def __init__(self, path: Path | str) -> None:
-        self.db = Database(path)
+    def __init__(self, path: Path | str, *, writer_process: bool = False) -> None:
+        self.db = Database(path, writer_process=writer_process)
         self.users = SQLiteUserStore(self.db)
         self.nodes = SQLiteNodeStore(self.db)
         self._parts: list[OwnedData] = []

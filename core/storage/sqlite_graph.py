@@ -25,6 +25,7 @@ an LRU over owners.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -562,15 +563,14 @@ class SQLiteGraphStore(GraphStore):
         model: str,
         connections: Sequence[Connection] = (),
     ) -> bool:
-        def write(raw: sqlite3.Connection) -> bool:
-            if not insert_node(raw, node):
-                return False
-            _write_graph_rows(raw, node, vector, model, connections)
-            return True
-
         # Node, vector, tags and edges in one transaction AND one round trip to the
         # database thread: the write lock is held for a single hop per message.
-        if not await self.db.run(write):
+        stored = await self.db.run(
+            functools.partial(
+                _write_node, node=node, vector=vector, model=model, connections=tuple(connections)
+            )
+        )
+        if not stored:
             return False
         self.nodes.stored(node)
         self._loads.wrote(node.owner)
@@ -998,6 +998,21 @@ def _read_edges(raw: sqlite3.Connection, owner: str, node_ids: Sequence[str]) ->
         for r in rows:
             edges[(r[0], r[1], r[2])] = Edge(r[0], r[1], r[2], float(r[3]), r[4])
     return list(edges.values())
+
+
+def _write_node(
+    raw: sqlite3.Connection,
+    node: MemoryNode,
+    vector: np.ndarray | None,
+    model: str,
+    connections: Sequence[Connection],
+) -> bool:
+    """A node with its vector, tags and edges; False when it is a duplicate (nothing
+    written). A module function, so the write can cross to the writer process."""
+    if not insert_node(raw, node):
+        return False
+    _write_graph_rows(raw, node, vector, model, connections)
+    return True
 
 
 def _write_graph_rows(

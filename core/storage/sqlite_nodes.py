@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections import OrderedDict
@@ -172,20 +173,49 @@ def node_to_dict(node: MemoryNode) -> dict[str, Any]:
     }
 
 
-def _rewrite_profile(
-    raw: sqlite3.Connection, key: str, edit: Callable[[dict[str, Any]], T]
-) -> tuple[T, str]:
-    """Load a user's JSON profile, let ``edit`` change it in place, store it back
-    (database thread, inside the caller's transaction). Returns what ``edit`` returns,
-    and the profile as stored."""
-    row = raw.execute("SELECT profile FROM users WHERE key = ?", (key,)).fetchone()
-    if row is None:
-        raise KeyError(key)
-    profile = json.loads(row[0])
-    result = edit(profile)
-    stored = json.dumps(profile, ensure_ascii=False)
-    raw.execute("UPDATE users SET profile = ? WHERE key = ?", (stored, key))
-    return result, stored
+def _swap_profile(raw: sqlite3.Connection, key: str, before: str, after: str) -> bool:
+    """Store ``after`` as ``key``'s profile if it is still ``before`` (compare and set:
+    the edit was made on the loop, from the row as it was read). False: someone changed
+    it meanwhile, or the user is gone."""
+    cur = raw.execute(
+        "UPDATE users SET profile = ? WHERE key = ? AND profile = ?", (after, key, before)
+    )
+    return (cur.rowcount or 0) > 0
+
+
+def _set_language(raw: sqlite3.Connection, key: str, language: str) -> None:
+    raw.execute("UPDATE users SET language = ? WHERE key = ?", (language, key)).close()
+
+
+def _upsert_user(
+    raw: sqlite3.Connection,
+    key: str,
+    platform: str,
+    external_id: str,
+    display_name: str | None,
+    seen: float,
+) -> dict[str, Any]:
+    """Create or refresh a user's row; the row as stored (a dict: it may have to cross
+    to another process, which a ``sqlite3.Row`` cannot)."""
+    raw.execute(
+        "INSERT INTO users(key, platform, external_id, display_name, created_at, last_seen_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT(key) DO UPDATE SET"
+        "  display_name = COALESCE(excluded.display_name, users.display_name),"
+        "  last_seen_at = MAX(users.last_seen_at, excluded.last_seen_at)",
+        (key, platform, external_id, display_name, seen, seen),
+    )
+    row = raw.execute(f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,)).fetchone()
+    return {name: row[name] for name in _USER_COLUMN_NAMES}
+
+
+def _set_node_emotion(
+    raw: sqlite3.Connection, owner: str, node_id: str, label: str, score: float
+) -> None:
+    raw.execute(
+        "UPDATE nodes SET emotion = ?, emotion_score = ? WHERE owner = ? AND id = ?",
+        (label, score, owner, node_id),
+    ).close()
 
 
 class SQLiteUserStore(UserStore):
@@ -257,23 +287,18 @@ class SQLiteUserStore(UserStore):
         ):
             return self._from_row(row)
 
-        def upsert(raw: sqlite3.Connection) -> sqlite3.Row:
-            raw.execute(
-                "INSERT INTO users(key, platform, external_id, display_name, created_at, last_seen_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET"
-                "  display_name = COALESCE(excluded.display_name, users.display_name),"
-                "  last_seen_at = MAX(users.last_seen_at, excluded.last_seen_at)",
-                (key, platform, external_id, display_name, seen, seen),
-            )
-            row: sqlite3.Row = raw.execute(
-                f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,)
-            ).fetchone()
-            return row
-
-        # Upsert and read back in one round trip to the database thread (every message).
+        # Upsert and read back in one round trip (every message that changes the row).
         self._rows.pop(key, None)
-        stored = await self.db.run(upsert)
+        stored = await self.db.run(
+            functools.partial(
+                _upsert_user,
+                key=key,
+                platform=platform,
+                external_id=external_id,
+                display_name=display_name,
+                seen=seen,
+            )
+        )
         assert stored is not None
         self._loads.wrote(key)
         return self._from_row(self._keep(key, stored))
@@ -301,23 +326,37 @@ class SQLiteUserStore(UserStore):
         return await self.change_profile_with(key, update)
 
     async def change_profile_with(self, key: str, edit: Callable[[dict[str, Any]], T]) -> T:
-        """``edit(profile)`` changes the profile in place (database thread, in one
-        transaction); returns what it returns."""
-        try:
-            result, stored = await self.db.run(lambda raw: _rewrite_profile(raw, key, edit))
-        except BaseException:
-            self._rows.pop(key, None)  # committed or not: read it again
-            raise
-        self._written(key, profile=stored)
-        return result
+        """``edit(profile)`` changes the profile in place; returns what it returns.
+
+        The edit is made here, on the row as kept or read, and stored only if the profile
+        is still the one it started from (compare and set, in the group commit); when
+        another write got there first, the row is read again and the edit made again. So
+        ``edit`` must be quick, must not await, and may run more than once: it must only
+        change the profile it is given. (Made in the write, it would tie the write to this
+        process: the writes may run in another, see core.storage.writer_process.)"""
+        while True:
+            row = await self._row(key)
+            if row is None:
+                raise KeyError(key)
+            before: str = row["profile"]
+            profile = json.loads(before)
+            result = edit(profile)
+            after = json.dumps(profile, ensure_ascii=False)
+            try:
+                swapped = await self.db.run(
+                    functools.partial(_swap_profile, key=key, before=before, after=after)
+                )
+            except BaseException:
+                self._rows.pop(key, None)  # committed or not: read it again
+                raise
+            if swapped:
+                self._written(key, profile=after)
+                return result
+            self._rows.pop(key, None)  # changed meanwhile (or gone): read it again
 
     async def set_language(self, key: str, language: str) -> None:
         try:
-            await self.db.run(
-                lambda raw: raw.execute(
-                    "UPDATE users SET language = ? WHERE key = ?", (language, key)
-                ).close()
-            )
+            await self.db.run(functools.partial(_set_language, key=key, language=language))
         except BaseException:
             self._rows.pop(key, None)
             raise
@@ -399,7 +438,7 @@ class SQLiteNodeStore(NodeStore):
         self._loads = LoadGuard()
 
     async def add(self, node: MemoryNode) -> bool:
-        stored = await self.db.run(lambda raw: insert_node(raw, node))
+        stored = await self.db.run(functools.partial(insert_node, node=node))
         if stored:
             self.stored(node)
         return stored
@@ -569,10 +608,9 @@ class SQLiteNodeStore(NodeStore):
 
     async def set_emotion(self, owner: str, node_id: str, label: str, score: float) -> None:
         await self.db.run(
-            lambda raw: raw.execute(
-                "UPDATE nodes SET emotion = ?, emotion_score = ? WHERE owner = ? AND id = ?",
-                (label, score, owner, node_id),
-            ).close()
+            functools.partial(
+                _set_node_emotion, owner=owner, node_id=node_id, label=label, score=score
+            )
         )
         latest = self._latest.get(owner)
         if latest is not None:

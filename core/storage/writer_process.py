@@ -1,0 +1,258 @@
+"""The database's group commits in a process of their own.
+
+On the event loop, a group commit holds the loop for as long as SQLite takes: at 1000
+people talking, a third of the loop's time went to writing (B-tree pages of the nodes,
+their indexes, edges, tags and the full-text index), and every message waiting behind a
+batch waited for all of it. On a thread it is worse: each statement hands the GIL to the
+thread and back, and each hand-off waits for the busy loop. A process has its own GIL:
+the loop hands over a batch (pickled write functions, see :meth:`Database.run`), goes on
+serving everyone else, and gets the results back in one message when the batch has
+committed.
+
+Protocol, over a socket pair: every message is an 8-byte length and a pickle. The child
+first sends ``READY``; then, for each batch of write functions it gets, it runs them with
+:func:`core.storage.database._group_transaction` and sends back the list of (ok, result or
+exception). It exits when the socket closes (the parent closed the database, or died),
+and ignores SIGINT and SIGTERM: a Ctrl-C or a service manager's stop reaches the whole
+process group, and the parent's graceful shutdown still needs it to commit what is queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import pickle
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("!Q")
+READY = "ready"
+# How long close() waits for the child to finish what it has and exit before killing it.
+EXIT_WAIT_S = 10.0
+
+WriteResults = list[tuple[bool, Any]]
+
+# Not ``-m`` this module: the package imports it first, and runpy warns about that.
+_CHILD_MAIN = f"import sys; from {__name__} import serve; serve(int(sys.argv[1]), sys.argv[2])"
+
+
+class WriterGone(RuntimeError):
+    """The writer process stopped: whether its last batch committed is unknown."""
+
+
+def encode_batch(fns: Sequence[Callable[[Any], Any]]) -> bytes | None:
+    """The batch as one message, or None when a function cannot cross to another process
+    (a lambda, a closure, a bound method of an unpicklable object): such a batch is run
+    on the loop instead."""
+    try:
+        payload = pickle.dumps(list(fns), protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return _HEADER.pack(len(payload)) + payload
+
+
+class WriterProcess:
+    """The parent's end: starts the child, sends it batches, hands back their results.
+
+    One batch at a time is expected (the database's write lock sees to that), but results
+    are matched to batches in order all the same."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._process: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._waiting: collections.deque[asyncio.Future[WriteResults]] = collections.deque()
+        self._ready: asyncio.Future[bool] | None = None
+        self.alive = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def start(self) -> None:
+        """Start the child; it becomes :attr:`ready` in the background (its imports take
+        ~0.4 s, meanwhile batches run on the loop)."""
+        loop = asyncio.get_running_loop()
+        parent, child = socket.socketpair()
+        try:
+            env = dict(os.environ)
+            # The child imports the write functions by name: it must find this code where
+            # the parent found it (a source checkout run without installing, say).
+            env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                _CHILD_MAIN,
+                str(child.fileno()),
+                str(self.path),
+                pass_fds=(child.fileno(),),
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        reader, self._writer = await asyncio.open_unix_connection(sock=parent)
+        self._ready = loop.create_future()
+        self.alive = True
+        self._reader_task = loop.create_task(self._read(reader))
+
+    @property
+    def ready(self) -> bool:
+        return self.alive and self._ready is not None and self._ready.done()
+
+    async def wait_ready(self) -> bool:
+        """True once the child can take batches; False when it died first."""
+        if self._ready is None:
+            return False
+        return await asyncio.shield(self._ready)
+
+    async def run(self, message: bytes) -> WriteResults:
+        """Send one encoded batch and wait until it has committed (or failed)."""
+        if not self.ready or self._writer is None:
+            raise WriterGone("the database writer process is not running")
+        future: asyncio.Future[WriteResults] = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        self._writer.write(message)
+        # No drain(): one batch is in flight at a time, and the child reads it whole.
+        return await future
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        assert self._ready is not None
+        try:
+            while True:
+                header = await reader.readexactly(_HEADER.size)
+                (size,) = _HEADER.unpack(header)
+                value = pickle.loads(await reader.readexactly(size))
+                if not self._ready.done():
+                    self._ready.set_result(value == READY)
+                    continue
+                future = self._waiting.popleft()
+                if future.done():
+                    continue
+                if isinstance(value, BaseException):  # the whole batch failed
+                    future.set_exception(value)
+                else:
+                    future.set_result(value)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            self._stopped(WriterGone(f"the database writer process stopped: {exc!r}"))
+        except BaseException as exc:  # cancelled by close(), or a message that made no sense
+            self._stopped(WriterGone(f"the database writer process was stopped: {exc!r}"))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            log.exception("database writer process: bad message")
+
+    def _stopped(self, error: WriterGone) -> None:
+        self.alive = False
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_result(False)
+        while self._waiting:
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_exception(error)
+
+    async def close(self) -> None:
+        """Close the socket (the child commits what it has, then exits) and reap it."""
+        self.alive = False
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
+        if self._reader_task is not None:
+            task, self._reader_task = self._reader_task, None
+            try:
+                await asyncio.wait_for(asyncio.shield(task), EXIT_WAIT_S)
+            except TimeoutError:
+                task.cancel()
+        if self._process is not None:
+            process, self._process = self._process, None
+            try:
+                await asyncio.wait_for(process.wait(), EXIT_WAIT_S)
+            except TimeoutError:
+                log.warning("database writer process did not exit: killing it")
+                process.kill()
+                await process.wait()
+
+
+# -- the child ---------------------------------------------------------------------------
+
+
+def _receive(sock: socket.socket, size: int) -> bytes | None:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(min(size - len(chunks), 1 << 20))
+        if not chunk:
+            return None
+        chunks += chunk
+    return bytes(chunks)
+
+
+def _send(sock: socket.socket, value: Any) -> None:
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def _portable(results: WriteResults) -> WriteResults:
+    """Results the parent can unpickle: a value or exception that cannot cross is
+    replaced by an error that says what it was."""
+    from core.storage.database import StorageError
+
+    out: WriteResults = []
+    for ok, value in results:
+        try:
+            pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception as exc:  # any failure to cross is reported
+            out.append((False, StorageError(f"write result could not be returned: {exc!r}")))
+        else:
+            out.append((ok, value))
+    return out
+
+
+def _portable_error(exc: BaseException) -> Exception:
+    from core.storage.database import StorageError
+
+    return StorageError(f"write failed: {exc!r}")
+
+
+def serve(fd: int, path: str) -> None:
+    """The child's loop: batches in, results out, until the socket closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from core.storage import sqlite_graph  # noqa: F401 - the write functions' modules, loaded once
+    from core.storage.database import _group_transaction, _writer_process_connection
+
+    sock = socket.socket(fileno=fd)
+    conn = _writer_process_connection(Path(path))
+    try:
+        _send(sock, READY)
+        while (header := _receive(sock, _HEADER.size)) is not None:
+            (size,) = _HEADER.unpack(header)
+            payload = _receive(sock, size)
+            if payload is None:
+                break
+            reply: WriteResults | Exception
+            try:
+                reply = _group_transaction(conn, pickle.loads(payload))
+            except Exception as exc:  # begin or commit failed: the whole batch
+                reply = exc
+            try:
+                _send(sock, reply)
+            except (pickle.PicklingError, TypeError, AttributeError):
+                _send(sock, _portable(reply) if isinstance(reply, list) else _portable_error(reply))
+    except (BrokenPipeError, ConnectionError):
+        pass  # the parent is gone: what committed stays committed
+    finally:
+        conn.close()
+        sock.close()
