@@ -47,9 +47,10 @@ from core.storage.records import Connection, MemoryNode, from_ts, to_ts
 from core.storage.sqlite_nodes import (
     NODE_COLUMNS,
     SQLiteNodeStore,
-    insert_node,
+    insert_node_row,
     node_from_kept,
     node_from_row,
+    node_params,
 )
 
 MIGRATIONS = [
@@ -566,9 +567,7 @@ class SQLiteGraphStore(GraphStore):
         # Node, vector, tags and edges in one transaction AND one round trip to the
         # database thread: the write lock is held for a single hop per message.
         stored = await self.db.run(
-            functools.partial(
-                _write_node, node=node, vector=vector, model=model, connections=tuple(connections)
-            )
+            functools.partial(_write_node, rows=_NodeWrite.of(node, vector, model, connections))
         )
         if not stored:
             return False
@@ -1000,52 +999,70 @@ def _read_edges(raw: sqlite3.Connection, owner: str, node_ids: Sequence[str]) ->
     return list(edges.values())
 
 
-def _write_node(
-    raw: sqlite3.Connection,
-    node: MemoryNode,
-    vector: np.ndarray | None,
-    model: str,
-    connections: Sequence[Connection],
-) -> bool:
-    """A node with its vector, tags and edges; False when it is a duplicate (nothing
-    written). A module function, so the write can cross to the writer process."""
-    if not insert_node(raw, node):
+@dataclass(frozen=True, slots=True)
+class _NodeWrite:
+    """A node's rows as plain values (tuples, strings, bytes): what crosses to the writer
+    process pickles fast. Pickling the node and its connections as dataclasses cost the
+    event loop more than the rest of the hand-over."""
+
+    params: tuple[Any, ...]  # the nodes row (node_params)
+    vector: bytes | None
+    dim: int
+    model: str
+    tags_json: str | None  # the distinct tags, one JSON array: one statement
+    ntags: int
+    # [[target, relation, strength, explanation], ...] as JSON: one statement, one step
+    # (with ``executemany`` SQLite steps once a row).
+    edges_json: str | None
+
+    @classmethod
+    def of(
+        cls,
+        node: MemoryNode,
+        vector: np.ndarray | None,
+        model: str,
+        connections: Sequence[Connection],
+    ) -> _NodeWrite:
+        tags = list(dict.fromkeys(node.tags))
+        edges = [
+            [c.node_id, c.relation_type, float(c.strength), c.explanation]
+            for c in _storable_connections(node, connections)
+        ]
+        return cls(
+            params=node_params(node),
+            vector=None if vector is None else _blob(vector),
+            dim=0 if vector is None else int(np.asarray(vector).shape[-1]),
+            model=model,
+            tags_json=json.dumps(tags) if tags else None,
+            ntags=len(tags),
+            edges_json=json.dumps(edges) if edges else None,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A plain tuple of builtins instead of dataclass state: the quickest to pickle.
+        return (_NodeWrite, tuple(getattr(self, name) for name in self.__slots__))
+
+
+def _write_node(raw: sqlite3.Connection, rows: _NodeWrite) -> bool:
+    """A node with its vector, tag postings and outgoing edges, in the caller's
+    transaction; False when it is a duplicate (nothing written). A module function, so
+    the write can cross to the writer process."""
+    if not insert_node_row(raw, rows.params):
         return False
-    _write_graph_rows(raw, node, vector, model, connections)
-    return True
-
-
-def _write_graph_rows(
-    raw: sqlite3.Connection,
-    node: MemoryNode,
-    vector: np.ndarray | None,
-    model: str,
-    connections: Sequence[Connection],
-) -> None:
-    """A stored node's vector, tag postings and outgoing edges (database thread, inside
-    the caller's transaction)."""
-    ts = to_ts(node.timestamp)
-    if vector is not None:
+    node_id, owner, ts = rows.params[0], rows.params[1], rows.params[4]
+    if rows.vector is not None:
         raw.execute(
             "INSERT OR REPLACE INTO graph_embeddings(node_id, owner, model, dim, vector)"
             " VALUES (?, ?, ?, ?, ?)",
-            (node.id, node.owner, model, int(np.asarray(vector).shape[-1]), _blob(vector)),
+            (node_id, owner, rows.model, rows.dim, rows.vector),
         )
-    # Tags and edges go in as one JSON array each: one statement, one step. With
-    # ``executemany`` SQLite steps once a row, and hands the GIL to the event loop and
-    # back at every step.
-    tags = list(dict.fromkeys(node.tags))
-    if tags:
+    if rows.tags_json is not None:
         raw.execute(
             "INSERT OR IGNORE INTO graph_tags(owner, tag, ts, node_id, ntags)"
             " SELECT ?, value, ?, ?, ? FROM json_each(?)",
-            (node.owner, ts, node.id, len(tags), json.dumps(tags)),
+            (owner, ts, node_id, rows.ntags, rows.tags_json),
         )
-    edges = [
-        [c.node_id, c.relation_type, float(c.strength), c.explanation]
-        for c in _storable_connections(node, connections)
-    ]
-    if edges:
+    if rows.edges_json is not None:
         raw.execute(
             "INSERT OR REPLACE INTO graph_connections"
             "(owner, from_id, to_id, relation_type, strength, explanation)"
@@ -1054,8 +1071,9 @@ def _write_graph_rows(
             " FROM json_each(?3) AS e WHERE EXISTS"
             # The target must be the same owner's node: never an edge across people.
             " (SELECT 1 FROM nodes WHERE id = json_extract(e.value, '$[0]') AND owner = ?1)",
-            (node.owner, node.id, json.dumps(edges)),
+            (owner, node_id, rows.edges_json),
         )
+    return True
 
 
 def _storable_connections(node: MemoryNode, connections: Sequence[Connection]) -> list[Connection]:

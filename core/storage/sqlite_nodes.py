@@ -146,12 +146,12 @@ def node_params(node: MemoryNode) -> tuple[Any, ...]:
     )
 
 
-def insert_node(raw: sqlite3.Connection, node: MemoryNode) -> bool:
-    """Insert on the database thread, inside the caller's :meth:`Database.run`
-    transaction; False when the node is a duplicate (nothing written)."""
+def insert_node_row(raw: sqlite3.Connection, params: tuple[Any, ...]) -> bool:
+    """Insert a node's row (:func:`node_params`) inside the caller's :meth:`Database.run`
+    transaction; False when the node is a duplicate (nothing written). Takes the row,
+    not the node: it may cross to the writer process, and a tuple pickles fastest."""
     cur = raw.execute(
-        f"INSERT OR IGNORE INTO nodes({NODE_COLUMNS}) VALUES ({', '.join('?' * 14)})",
-        node_params(node),
+        f"INSERT OR IGNORE INTO nodes({NODE_COLUMNS}) VALUES ({', '.join('?' * 14)})", params
     )
     return (cur.rowcount or 0) > 0
 
@@ -438,7 +438,7 @@ class SQLiteNodeStore(NodeStore):
         self._loads = LoadGuard()
 
     async def add(self, node: MemoryNode) -> bool:
-        stored = await self.db.run(functools.partial(insert_node, node=node))
+        stored = await self.db.run(functools.partial(insert_node_row, params=node_params(node)))
         if stored:
             self.stored(node)
         return stored
@@ -457,7 +457,7 @@ class SQLiteNodeStore(NodeStore):
 
     def stored(self, node: MemoryNode) -> None:
         """Called once ``node`` is committed (by :meth:`add`, or by a store that inserted
-        it with :func:`insert_node` in its own transaction)."""
+        it with :func:`insert_node_row` in its own transaction)."""
         self._loads.wrote(node.owner)
         latest = self._latest.get(node.owner)
         if latest is not None:
