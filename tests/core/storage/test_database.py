@@ -258,7 +258,7 @@ async def test_the_log_starts_over_while_writes_and_reads_go_on(
 
     async def write() -> None:
         nonlocal largest, writing
-        for i in range(1500):  # ~6 MB in all
+        for i in range(3000):  # ~12 MB in all
             await db.run(
                 lambda raw, k=f"k{i}": raw.execute(
                     "INSERT INTO items VALUES (?, length(?))", (k, blob)
@@ -273,10 +273,12 @@ async def test_the_log_starts_over_while_writes_and_reads_go_on(
 
     try:
         await asyncio.gather(write(), read(), read())
-        assert (await db.fetchall("SELECT count(*) FROM items"))[0][0] == 1500
+        assert (await db.fetchall("SELECT count(*) FROM items"))[0][0] == 3000
     finally:
         await db.close()
-    assert largest < 2 * 1024 * 1024, f"the log grew to {largest} bytes"
+    # Near the limit, not near all that was written. The margin is for a starved
+    # checkpoint thread (both cores busy elsewhere: 2.4 MB seen).
+    assert largest < 4 * 1024 * 1024, f"the log grew to {largest} bytes"
 
 
 async def test_the_log_is_copied_into_the_database_file(
