@@ -165,8 +165,13 @@ class WriterProcess:
                 future.set_exception(error)
 
     async def close(self) -> None:
-        """Close the socket (the child commits what it has, then exits) and reap it."""
+        """Close the socket (the child commits what it has, then exits) and reap it. A
+        child still starting has been sent nothing: it is killed rather than waited for
+        (a one-shot command would otherwise wait out its imports)."""
+        started = self.ready
         self.alive = False
+        if not started and self._process is not None and self._process.returncode is None:
+            self._process.kill()
         if self._writer is not None:
             writer, self._writer = self._writer, None
             writer.close()

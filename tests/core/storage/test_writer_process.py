@@ -173,3 +173,17 @@ async def test_profile_edits_are_never_lost(tmp_path: Path, writer_process: bool
         assert user.profile == {"count": 21, "note": "set elsewhere"}
         with pytest.raises(KeyError):
             await users.change_profile("telegram:404", "count", bump)
+
+
+async def test_closing_before_the_writer_is_ready_kills_it_at_once(tmp_path: Path) -> None:
+    db = Database(tmp_path / "t.db", writer_process=True)
+    await db.open([MIGRATION])
+    process = db._process
+    assert process is not None and not process.ready  # still importing
+    await db.run(functools.partial(_put, k="k", v=1))  # on the loop meanwhile
+    started = time.perf_counter()
+    await db.close()
+    assert time.perf_counter() - started < 0.15  # its imports alone take ~0.3 s
+    assert process._process is None  # reaped
+    with sqlite3.connect(tmp_path / "t.db") as conn:
+        assert conn.execute("SELECT v FROM items").fetchall() == [(1,)]
