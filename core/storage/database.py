@@ -138,11 +138,21 @@ class Database:
                     self.path, "akira-db-checkpoint", busy_timeout_ms=CHECKPOINT_WAIT_MS
                 )
                 if self.writer_process:
-                    self._process = WriterProcess(self.path)
-                    await self._process.start()
+                    await self._start_writer_process()
         except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise StorageError(f"cannot open database {self.path}: {exc}") from exc
+
+    async def _start_writer_process(self) -> None:
+        """Start the writer process; where processes cannot be started (a sandbox, no
+        ``pass_fds`` on this platform), say so and write on the loop."""
+        process = WriterProcess(self.path)
+        try:
+            await process.start()
+        except (OSError, ValueError, NotImplementedError) as exc:
+            log.warning("no database writer process (%s): writing on the event loop", exc)
+            return
+        self._process = process
 
     async def _migrate(self, migrations: Sequence[Migration]) -> None:
         versions = [m.version for m in migrations]

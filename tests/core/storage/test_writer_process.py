@@ -187,3 +187,20 @@ async def test_closing_before_the_writer_is_ready_kills_it_at_once(tmp_path: Pat
     assert process._process is None  # reaped
     with sqlite3.connect(tmp_path / "t.db") as conn:
         assert conn.execute("SELECT v FROM items").fetchall() == [(1,)]
+
+
+async def test_where_no_process_can_start_writes_run_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def refused(*args: object, **kwargs: object) -> None:
+        raise PermissionError("process creation is not allowed here")
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", refused)
+    db = Database(tmp_path / "t.db", writer_process=True)
+    await db.open([MIGRATION])
+    try:
+        assert "writing on the event loop" in caplog.text
+        assert db.writer_pid is None and not await db.wait_writer()
+        assert await db.run(functools.partial(_put, k="k", v=1)) == os.getpid()
+    finally:
+        await db.close()
