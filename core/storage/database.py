@@ -78,6 +78,10 @@ class Database:
         # it is ready; until then, and for batches that cannot be pickled, on the loop.
         self.writer_process = writer_process
         self._process: WriterProcess | None = None
+        # Group commits made by the writer process, and those it was ready for but could
+        # not take (a write function that does not pickle: it ran on the loop).
+        self.batches_in_process = 0
+        self.unpicklable_batches = 0
         self._conn: aiosqlite.Connection | None = None
         # Reads go to other connections (a thread each, taken in turn): under WAL they see
         # every committed write and never wait behind a batch of writes being committed.
@@ -295,8 +299,10 @@ class Database:
                     log.error("%s; writing on the event loop from now on", exc)
                     self._process = None
                     raise StorageError(str(exc)) from exc
+                self.batches_in_process += 1
                 self._maybe_checkpoint()
                 return results
+            self.unpicklable_batches += 1
         writer = self._writer
         if writer is not None:
             try:

@@ -10,11 +10,13 @@ import signal
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.storage import SQLiteStorage
 from core.storage.database import Database, Migration, StorageError
+from tests.conftest import ask, make_message
 
 MIGRATION = Migration(1, "items", "CREATE TABLE items (k TEXT PRIMARY KEY, v INTEGER NOT NULL);")
 
@@ -204,3 +206,21 @@ async def test_where_no_process_can_start_writes_run_on_the_loop(
         assert await db.run(functools.partial(_put, k="k", v=1)) == os.getpid()
     finally:
         await db.close()
+
+
+async def test_every_write_of_a_turn_crosses_to_the_writer_process(engine_factory: Any) -> None:
+    """The hot path's writes are all picklable: none falls back to the loop."""
+
+    engine, _ = await engine_factory(["Entendo.", "Claro!", "Sure."])
+    db = engine.services.storage.db
+    assert await db.wait_writer()
+    # A new person (user row), a Portuguese line with a strong emotion (profile, the
+    # node's emotion), replies stored with their links, then English (language).
+    for text in ["Você é inútil! Essa resposta é ridícula!", "Fico nervoso em grupos", "hello?"]:
+        await ask(engine, make_message(text, user="7"))
+    assert db.batches_in_process >= 6
+    assert db.unpicklable_batches == 0
+    user = await engine.services.storage.users.get("telegram:7")
+    assert user is not None and user.language == "en"
+    assert user.profile["emotion"]["is_hostile"] is True
+    assert await engine.services.storage.nodes.count("telegram:7") == 6
