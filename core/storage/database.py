@@ -268,8 +268,9 @@ class Database:
                 if not batch:
                     continue
                 fns = [fn for fn, _ in batch]
+                futures = [future for _, future in batch]
                 try:
-                    results = await self._write_batch(fns)
+                    results = await self._write_batch(fns, futures)
                 except Exception as exc:  # begin/commit failed, or the database is closed
                     _settle([(future, False, exc) for _, future in batch])
                     continue
@@ -277,24 +278,22 @@ class Database:
                     interrupted = StorageError(f"write interrupted: {exc!r}")
                     _settle([(future, False, interrupted) for _, future in batch])
                     raise
-            _settle(
-                [
-                    (future, ok, value)
-                    for (_, future), (ok, value) in zip(batch, results, strict=True)
-                ]
-            )
+            _settler(futures)(results)  # those the writer process settled are skipped
 
     async def _write_batch(
-        self, fns: Sequence[Callable[[sqlite3.Connection], Any]]
+        self,
+        fns: Sequence[Callable[[sqlite3.Connection], Any]],
+        futures: Sequence[asyncio.Future[Any]] = (),
     ) -> list[tuple[bool, Any]]:
-        """One group commit: on the loop's write connection when the write lock is free
-        right now, else on aiosqlite's thread (which waits for it)."""
+        """One group commit: in the writer process (whose reply settles ``futures`` the
+        moment it is read); else on the loop's write connection when the write lock is
+        free right now, else on aiosqlite's thread (which waits for it)."""
         process = self._process
         if process is not None and process.ready:
             message = encode_batch(fns)
             if message is not None:
                 try:
-                    results = await process.run(message)
+                    results = await process.run(message, _settler(futures) if futures else None)
                 except WriterGone as exc:
                     log.error("%s; writing on the event loop from now on", exc)
                     self._process = None
@@ -510,6 +509,17 @@ def _connect(path: Path, *pragmas: str) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _settler(
+    futures: Sequence[asyncio.Future[Any]],
+) -> Callable[[Sequence[tuple[bool, Any]]], None]:
+    """What settles ``futures`` from a batch's (ok, result or exception) list."""
+
+    def settle(results: Sequence[tuple[bool, Any]]) -> None:
+        _settle([(f, ok, v) for f, (ok, v) in zip(futures, results, strict=True)])
+
+    return settle
 
 
 def _settle(done: Sequence[tuple[asyncio.Future[Any], bool, Any]]) -> None:

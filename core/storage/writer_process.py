@@ -61,19 +61,28 @@ def encode_batch(fns: Sequence[Callable[[Any], Any]]) -> bytes | None:
     return _HEADER.pack(len(payload)) + payload
 
 
+OnReply = Callable[[WriteResults], None]
+
+
 class WriterProcess:
     """The parent's end: starts the child, sends it batches, hands back their results.
 
     One batch at a time is expected (the database's write lock sees to that), but results
-    are matched to batches in order all the same."""
+    are matched to batches in order all the same. Replies are read by a protocol, not a
+    stream reader's task: a batch's callers are settled right where its reply is read, in
+    the same turn of the event loop. Through a reader task and the database's drain task
+    each write cost two more turns, and under load a turn is many milliseconds."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._process: asyncio.subprocess.Process | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task[None] | None = None
-        self._waiting: collections.deque[asyncio.Future[WriteResults]] = collections.deque()
+        self._transport: asyncio.Transport | None = None
+        self._closed: asyncio.Future[None] | None = None
+        self._waiting: collections.deque[tuple[asyncio.Future[WriteResults], OnReply | None]] = (
+            collections.deque()
+        )
         self._ready: asyncio.Future[bool] | None = None
+        self._buffer = bytearray()
         self.alive = False
 
     @property
@@ -105,10 +114,10 @@ class WriterProcess:
             raise
         finally:
             child.close()
-        reader, self._writer = await asyncio.open_unix_connection(sock=parent)
         self._ready = loop.create_future()
+        self._closed = loop.create_future()
         self.alive = True
-        self._reader_task = loop.create_task(self._read(reader))
+        await loop.create_connection(lambda: _Replies(self), sock=parent)
 
     @property
     def ready(self) -> bool:
@@ -120,49 +129,57 @@ class WriterProcess:
             return False
         return await asyncio.shield(self._ready)
 
-    async def run(self, message: bytes) -> WriteResults:
-        """Send one encoded batch and wait until it has committed (or failed)."""
-        if not self.ready or self._writer is None:
+    async def run(self, message: bytes, on_reply: OnReply | None = None) -> WriteResults:
+        """Send one encoded batch and wait until it has committed (or failed).
+        ``on_reply(results)`` runs as soon as the reply is read, before this returns."""
+        if not self.ready or self._transport is None:
             raise WriterGone("the database writer process is not running")
         future: asyncio.Future[WriteResults] = asyncio.get_running_loop().create_future()
-        self._waiting.append(future)
-        self._writer.write(message)
-        # No drain(): one batch is in flight at a time, and the child reads it whole.
+        self._waiting.append((future, on_reply))
+        # Buffered by the transport: one batch is in flight, and the child reads it whole.
+        self._transport.write(message)
         return await future
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
+    def _received(self, data: bytes) -> None:
+        self._buffer += data
+        while len(self._buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buffer)
+            end = _HEADER.size + size
+            if len(self._buffer) < end:
+                return
+            payload = bytes(self._buffer[_HEADER.size : end])
+            del self._buffer[:end]
+            value = pickle.loads(payload)
+            self._reply(value)
+
+    def _reply(self, value: Any) -> None:
         assert self._ready is not None
-        try:
-            while True:
-                header = await reader.readexactly(_HEADER.size)
-                (size,) = _HEADER.unpack(header)
-                value = pickle.loads(await reader.readexactly(size))
-                if not self._ready.done():
-                    self._ready.set_result(value == READY)
-                    continue
-                future = self._waiting.popleft()
-                if future.done():
-                    continue
-                if isinstance(value, BaseException):  # the whole batch failed
-                    future.set_exception(value)
-                else:
-                    future.set_result(value)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
-            self._stopped(WriterGone(f"the database writer process stopped: {exc!r}"))
-        except BaseException as exc:  # cancelled by close(), or a message that made no sense
-            self._stopped(WriterGone(f"the database writer process was stopped: {exc!r}"))
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            log.exception("database writer process: bad message")
+        if not self._ready.done():
+            self._ready.set_result(value == READY)
+            return
+        future, on_reply = self._waiting.popleft()
+        if isinstance(value, BaseException):  # the whole batch failed
+            if not future.done():
+                future.set_exception(value)
+            return
+        if on_reply is not None:
+            try:
+                on_reply(value)
+            except Exception:  # the batch's own waiter still gets the results
+                log.exception("database writer process: settling a batch failed")
+        if not future.done():
+            future.set_result(value)
 
     def _stopped(self, error: WriterGone) -> None:
         self.alive = False
         if self._ready is not None and not self._ready.done():
             self._ready.set_result(False)
         while self._waiting:
-            future = self._waiting.popleft()
+            future, _ = self._waiting.popleft()
             if not future.done():
                 future.set_exception(error)
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
 
     async def close(self) -> None:
         """Close the socket (the child commits what it has, then exits) and reap it. A
@@ -172,15 +189,11 @@ class WriterProcess:
         self.alive = False
         if not started and self._process is not None and self._process.returncode is None:
             self._process.kill()
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            writer.close()
-        if self._reader_task is not None:
-            task, self._reader_task = self._reader_task, None
-            try:
-                await asyncio.wait_for(asyncio.shield(task), EXIT_WAIT_S)
-            except TimeoutError:
-                task.cancel()
+        if self._transport is not None:
+            transport, self._transport = self._transport, None
+            transport.close()
+            if self._closed is not None:
+                await asyncio.wait([self._closed], timeout=EXIT_WAIT_S)
         if self._process is not None:
             process, self._process = self._process, None
             try:
@@ -189,6 +202,29 @@ class WriterProcess:
                 log.warning("database writer process did not exit: killing it")
                 process.kill()
                 await process.wait()
+
+
+class _Replies(asyncio.Protocol):
+    """The socket's events, handed to its :class:`WriterProcess`."""
+
+    def __init__(self, owner: WriterProcess) -> None:
+        self.owner = owner
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.owner._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.owner._received(data)
+        except Exception as exc:  # a message that made no sense: stop using the child
+            log.exception("database writer process: bad message")
+            self.owner._stopped(WriterGone(f"the database writer process sent garbage: {exc!r}"))
+            if self.owner._transport is not None:
+                self.owner._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.owner._stopped(WriterGone(f"the database writer process stopped: {exc!r}"))
 
 
 # -- the child ---------------------------------------------------------------------------
