@@ -59,9 +59,11 @@ class MemorySettings(BaseModel):
 
 
 class StorageSettings(BaseModel):
-    # process: the group commits run in a process of their own (the event loop goes on
-    # serving people meanwhile); loop: on the event loop itself (one process in all).
-    writer: Literal["process", "loop"] = "process"
+    # loop: the group commits run on the event loop itself (one process in all);
+    # process: in a process of their own, the event loop serving people meanwhile: more
+    # messages a second at saturation, but a few ms more per write on this 2-core machine
+    # (README, benchmarks).
+    writer: Literal["loop", "process"] = "loop"
 
 
 class BotSettings(BaseModel):

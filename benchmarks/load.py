@@ -471,8 +471,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--writer",
-        choices=["process", "loop"],
-        default="process",
+        choices=["loop", "process"],
+        default="loop",
         help="where group commits run (AKIRA_STORAGE__WRITER)",
     )
     p.add_argument("--stage-times", action="store_true", help="own time of every stage")

@@ -102,6 +102,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     settings = Settings(bot={"rate_limit_messages": 0})
     engine = build_engine(settings, llm=JitteryProvider(seed=1))
     await engine.start()
+    await engine.storage.db.wait_writer()  # with AKIRA_STORAGE__WRITER=process
     sys.stdout.write("READY\n")
     sys.stdout.flush()
     await asyncio.gather(*(person(engine, u, args.messages) for u in range(args.users)))

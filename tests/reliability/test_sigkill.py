@@ -16,6 +16,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import pytest
+
 from akira_bot.app import build_engine
 from akira_bot.settings import Settings
 from core.llm import ScriptedProvider
@@ -28,11 +30,12 @@ DRIVER = Path(__file__).with_name("load_driver.py")
 USERS, MESSAGES = 20, 40
 
 
-def bot_env(data_dir: Path) -> dict[str, str]:
+def bot_env(data_dir: Path, writer: str = "loop") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
     env.update(
         {
             "AKIRA_DATA_DIR": str(data_dir),
+            "AKIRA_STORAGE__WRITER": writer,
             "AKIRA_LLM__PROVIDER": "scripted",
             "AKIRA_EMBEDDING__BACKEND": "hashing",
             "AKIRA_EMOTION__DETECTOR": "lexicon",
@@ -42,7 +45,9 @@ def bot_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-async def run_and_kill(data_dir: Path, kill_after_acks: int) -> tuple[set[tuple[int, int]], bool]:
+async def run_and_kill(
+    data_dir: Path, kill_after_acks: int, writer: str = "loop"
+) -> tuple[set[tuple[int, int]], bool]:
     """Start the driver, SIGKILL it once ``kill_after_acks`` answers arrived; the ACKs read
     (including any already in the pipe) and whether it finished before the kill."""
     proc = await asyncio.create_subprocess_exec(
@@ -52,7 +57,7 @@ async def run_and_kill(data_dir: Path, kill_after_acks: int) -> tuple[set[tuple[
         str(USERS),
         "--messages",
         str(MESSAGES),
-        env=bot_env(data_dir),
+        env=bot_env(data_dir, writer),
         cwd=data_dir.parent,  # no akira.toml from the checkout
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
@@ -119,9 +124,14 @@ def check_database(db_path: Path, acks: set[tuple[int, int]]) -> dict[str, list[
     return stored
 
 
-async def test_sigkill_under_load_loses_no_persisted_message(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["loop", "process"])
+async def test_sigkill_under_load_loses_no_persisted_message(tmp_path: Path, writer: str) -> None:
+    """``process``: the writes commit in the writer process, which outlives the killed
+    bot only until it reads the end of its socket."""
     data_dir = tmp_path / "data"
-    acks, finished = await run_and_kill(data_dir, kill_after_acks=USERS * MESSAGES // 3)
+    acks, finished = await run_and_kill(
+        data_dir, kill_after_acks=USERS * MESSAGES // 3, writer=writer
+    )
     assert not finished, "the driver finished before the kill: nothing was in flight"
     assert len(acks) >= USERS * MESSAGES // 3
     stored = check_database(data_dir / "akira.db", acks)

@@ -211,7 +211,7 @@ async def test_where_no_process_can_start_writes_run_on_the_loop(
 async def test_every_write_of_a_turn_crosses_to_the_writer_process(engine_factory: Any) -> None:
     """The hot path's writes are all picklable: none falls back to the loop."""
 
-    engine, _ = await engine_factory(["Entendo.", "Claro!", "Sure."])
+    engine, _ = await engine_factory(["Entendo.", "Claro!", "Sure."], storage={"writer": "process"})
     db = engine.services.storage.db
     assert await db.wait_writer()
     # A new person (user row), a Portuguese line with a strong emotion (profile, the
