@@ -421,8 +421,11 @@ def load_selection(args: argparse.Namespace) -> Selection:
     for run in runs:
         for k in done:
             with np.load(args.cache_dir / finetuned_cache_name(run, k, args.folds)) as data:
-                ft[data["rows"]] += data["logits"] / len(runs)
-                covered[data["rows"]] += 1
+                # A variant fitted on mixed rows has rows past a classifier fitted without
+                # them; those come last, so every other row keeps its index.
+                keep = data["rows"] < len(clf)
+                ft[data["rows"][keep]] += data["logits"][keep] / len(runs)
+                covered[data["rows"][keep]] += 1
     ft[covered < len(runs)] = np.nan  # rows some run did not fit on (written, mixed)
     scored = np.isin(fold, done)
     pt_mask = np.array([s == "brighter_ptbr" for s in sources]) & scored
