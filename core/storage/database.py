@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from core.storage.writer_process import WriterGone, WriterProcess, encode_batch
+from core.storage.writer_process import NotLoadable, WriterGone, WriterProcess, encode_batch
 
 log = logging.getLogger(__name__)
 
@@ -298,9 +298,12 @@ class Database:
                     log.error("%s; writing on the event loop from now on", exc)
                     self._process = None
                     raise StorageError(str(exc)) from exc
-                self.batches_in_process += 1
-                self._maybe_checkpoint()
-                return results
+                except NotLoadable as exc:
+                    log.warning("a write batch ran on the event loop: %s", exc)
+                else:
+                    self.batches_in_process += 1
+                    self._maybe_checkpoint()
+                    return results
             self.unpicklable_batches += 1
         writer = self._writer
         if writer is not None:

@@ -50,6 +50,12 @@ class WriterGone(RuntimeError):
     """The writer process stopped: whether its last batch committed is unknown."""
 
 
+class NotLoadable(RuntimeError):
+    """The child could not unpickle a batch (a write function from ``__main__``, or from
+    a module on a path added after it started): nothing of it ran, so it can run on the
+    loop instead."""
+
+
 def encode_batch(fns: Sequence[Callable[[Any], Any]]) -> bytes | None:
     """The batch as one message, or None when a function cannot cross to another process
     (a lambda, a closure, a bound method of an unpicklable object): such a batch is run
@@ -285,9 +291,14 @@ def serve(fd: int, path: str) -> None:
                 break
             reply: WriteResults | Exception
             try:
-                reply = _group_transaction(conn, pickle.loads(payload))
-            except Exception as exc:  # begin or commit failed: the whole batch
-                reply = exc
+                fns = pickle.loads(payload)
+            except Exception as exc:  # a function the child cannot import: nothing ran
+                reply = NotLoadable(f"{type(exc).__name__}: {exc}")
+            else:
+                try:
+                    reply = _group_transaction(conn, fns)
+                except Exception as exc:  # begin or commit failed: the whole batch
+                    reply = exc
             try:
                 _send(sock, reply)
             except (pickle.PicklingError, TypeError, AttributeError):

@@ -224,3 +224,35 @@ async def test_every_write_of_a_turn_crosses_to_the_writer_process(engine_factor
     assert user is not None and user.language == "en"
     assert user.profile["emotion"]["is_hostile"] is True
     assert await engine.services.storage.nodes.count("telegram:7") == 6
+
+
+async def test_a_write_the_child_cannot_import_runs_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function the parent pickles by name but the child cannot load (a module on a
+    path added after the child started, or a bot script's ``__main__``): the batch runs
+    on the loop, and nobody in it loses a write."""
+    db = await _open(tmp_path / "t.db")
+    try:
+        plugins = tmp_path / "late_plugins"
+        plugins.mkdir()
+        (plugins / "late_plugin_writes.py").write_text(
+            "import os\n"
+            "def put(raw, k, v):\n"
+            "    raw.execute('INSERT INTO items VALUES (?, ?)', (k, v))\n"
+            "    return os.getpid()\n"
+        )
+        monkeypatch.syspath_prepend(str(plugins))
+        import late_plugin_writes  # type: ignore[import-not-found]
+
+        pids = await asyncio.gather(
+            db.run(functools.partial(late_plugin_writes.put, k="plugin", v=1)),
+            db.run(functools.partial(_put, k="core", v=2)),  # same batch
+        )
+        assert pids == [os.getpid(), os.getpid()]
+        assert db.unpicklable_batches == 1 and db.writer_pid is not None
+        assert await _count(db) == 2
+        # The child is still there for the batches it can load.
+        assert await db.run(functools.partial(_put, k="next", v=3)) == db.writer_pid
+    finally:
+        await db.close()
