@@ -46,6 +46,7 @@ from core.storage.loading import LoadGuard
 from core.storage.records import Connection, MemoryNode, from_ts, to_ts
 from core.storage.sqlite_nodes import (
     NODE_COLUMNS,
+    NodeRow,
     SQLiteNodeStore,
     insert_node_row,
     node_from_kept,
@@ -1005,7 +1006,7 @@ class _NodeWrite:
     process pickles fast. Pickling the node and its connections as dataclasses cost the
     event loop more than the rest of the hand-over."""
 
-    params: tuple[Any, ...]  # the nodes row (node_params)
+    params: NodeRow  # the nodes row (node_params)
     vector: bytes | None
     dim: int
     model: str
@@ -1049,7 +1050,7 @@ def _write_node(raw: sqlite3.Connection, rows: _NodeWrite) -> bool:
     the write can cross to the writer process."""
     if not insert_node_row(raw, rows.params):
         return False
-    node_id, owner, ts = rows.params[0], rows.params[1], rows.params[4]
+    node_id, owner, ts = rows.params.id, rows.params.owner, rows.params.ts
     if rows.vector is not None:
         raw.execute(
             "INSERT OR REPLACE INTO graph_embeddings(node_id, owner, model, dim, vector)"

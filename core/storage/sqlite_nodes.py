@@ -33,6 +33,12 @@ USER_COLUMNS = (
 )
 _USER_COLUMN_NAMES = tuple(name.strip() for name in USER_COLUMNS.split(","))
 
+
+def _user_row(row: sqlite3.Row | aiosqlite.Row | dict[str, Any]) -> dict[str, Any]:
+    """A user's row as a plain dict (column -> value): kept in memory, and picklable."""
+    return {name: row[name] for name in _USER_COLUMN_NAMES}
+
+
 MIGRATIONS = [
     Migration(
         1,
@@ -127,8 +133,9 @@ def node_from_row(row: aiosqlite.Row | dict[str, Any]) -> MemoryNode:
     )
 
 
-def node_params(node: MemoryNode) -> tuple[Any, ...]:
-    return (
+def node_params(node: MemoryNode) -> NodeRow:
+    """The node's row as stored (what is inserted, and what the latest nodes keep)."""
+    return NodeRow(
         node.id,
         node.owner,
         node.type.value,
@@ -146,13 +153,16 @@ def node_params(node: MemoryNode) -> tuple[Any, ...]:
     )
 
 
-def insert_node_row(raw: sqlite3.Connection, params: tuple[Any, ...]) -> bool:
+_INSERT_NODE = (
+    f"INSERT OR IGNORE INTO nodes({NODE_COLUMNS}) VALUES ({', '.join('?' * len(NodeRow._fields))})"
+)
+
+
+def insert_node_row(raw: sqlite3.Connection, params: NodeRow) -> bool:
     """Insert a node's row (:func:`node_params`) inside the caller's :meth:`Database.run`
     transaction; False when the node is a duplicate (nothing written). Takes the row,
     not the node: it may cross to the writer process, and a tuple pickles fastest."""
-    cur = raw.execute(
-        f"INSERT OR IGNORE INTO nodes({NODE_COLUMNS}) VALUES ({', '.join('?' * 14)})", params
-    )
+    cur = raw.execute(_INSERT_NODE, params)
     return (cur.rowcount or 0) > 0
 
 
@@ -205,8 +215,9 @@ def _upsert_user(
         "  last_seen_at = MAX(users.last_seen_at, excluded.last_seen_at)",
         (key, platform, external_id, display_name, seen, seen),
     )
-    row = raw.execute(f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,)).fetchone()
-    return {name: row[name] for name in _USER_COLUMN_NAMES}
+    return _user_row(
+        raw.execute(f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,)).fetchone()
+    )
 
 
 def _set_node_emotion(
@@ -241,7 +252,7 @@ class SQLiteUserStore(UserStore):
         )
 
     def _keep(self, key: str, row: aiosqlite.Row | dict[str, Any]) -> dict[str, Any]:
-        kept = {name: row[name] for name in _USER_COLUMN_NAMES}
+        kept = _user_row(row)
         self._rows[key] = kept
         self._rows.move_to_end(key)
         while len(self._rows) > MAX_KEPT_USERS:
@@ -269,7 +280,7 @@ class SQLiteUserStore(UserStore):
         if row is None:
             return None
         if raced:
-            return {name: row[name] for name in _USER_COLUMN_NAMES}
+            return _user_row(row)
         return self._keep(key, row)
 
     async def ensure(
@@ -445,10 +456,7 @@ class SQLiteNodeStore(NodeStore):
 
     async def insert(self, conn: aiosqlite.Connection, node: MemoryNode) -> bool:
         """Insert inside a caller's transaction (the graph adds its rows beside it)."""
-        cur = await conn.execute(
-            f"INSERT OR IGNORE INTO nodes({NODE_COLUMNS}) VALUES ({', '.join('?' * 14)})",
-            node_params(node),
-        )
+        cur = await conn.execute(_INSERT_NODE, node_params(node))
         # Not committed yet, and it may never be: forget what is kept of this person.
         self._forget_latest(node.owner)
         return (cur.rowcount or 0) > 0
@@ -462,7 +470,7 @@ class SQLiteNodeStore(NodeStore):
         latest = self._latest.get(node.owner)
         if latest is not None:
             before = len(latest.rows)
-            latest.add(NodeRow(*node_params(node)))
+            latest.add(node_params(node))
             self._latest_rows += len(latest.rows) - before
 
     def _forget_latest(self, owner: str | None = None) -> None:
