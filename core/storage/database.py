@@ -297,6 +297,7 @@ class Database:
                 except WriterGone as exc:
                     log.error("%s; writing on the event loop from now on", exc)
                     self._process = None
+                    await process.close()  # reap it
                     raise StorageError(str(exc)) from exc
                 except NotLoadable as exc:
                     log.warning("a write batch ran on the event loop: %s", exc)
@@ -470,26 +471,15 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-def _write_connection(path: Path) -> sqlite3.Connection:
-    """The event loop's write connection: never waits for a lock, never checkpoints."""
+def _write_connection(path: Path, *, busy_timeout_ms: int = 0) -> sqlite3.Connection:
+    """A write connection that never checkpoints. The event loop's never waits for a
+    lock (``busy_timeout_ms=0``); the writer process's may (another process writing):
+    nobody else waits on its thread."""
     return _connect(
         path,
         "PRAGMA foreign_keys=ON",
         "PRAGMA synchronous=NORMAL",
-        "PRAGMA busy_timeout=0",
-        "PRAGMA wal_autocheckpoint=0",
-        f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}",
-    )
-
-
-def _writer_process_connection(path: Path) -> sqlite3.Connection:
-    """The writer process's connection: like the loop's, but it may wait for the lock
-    (another process writing): nobody else waits on its thread."""
-    return _connect(
-        path,
-        "PRAGMA foreign_keys=ON",
-        "PRAGMA synchronous=NORMAL",
-        "PRAGMA busy_timeout=5000",
+        f"PRAGMA busy_timeout={int(busy_timeout_ms)}",
         "PRAGMA wal_autocheckpoint=0",
         f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}",
     )

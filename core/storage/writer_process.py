@@ -56,15 +56,20 @@ class NotLoadable(RuntimeError):
     loop instead."""
 
 
+def _frame(value: Any) -> bytes:
+    """One message: the pickle's length, then the pickle."""
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(payload)) + payload
+
+
 def encode_batch(fns: Sequence[Callable[[Any], Any]]) -> bytes | None:
     """The batch as one message, or None when a function cannot cross to another process
     (a lambda, a closure, a bound method of an unpicklable object): such a batch is run
     on the loop instead."""
     try:
-        payload = pickle.dumps(list(fns), protocol=pickle.HIGHEST_PROTOCOL)
+        return _frame(list(fns))
     except (pickle.PicklingError, TypeError, AttributeError):
         return None
-    return _HEADER.pack(len(payload)) + payload
 
 
 OnReply = Callable[[WriteResults], None]
@@ -247,8 +252,7 @@ def _receive(sock: socket.socket, size: int) -> bytes | None:
 
 
 def _send(sock: socket.socket, value: Any) -> None:
-    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_HEADER.pack(len(payload)) + payload)
+    sock.sendall(_frame(value))
 
 
 def _portable(results: WriteResults) -> WriteResults:
@@ -278,10 +282,10 @@ def serve(fd: int, path: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from core.storage import sqlite_graph  # noqa: F401 - the write functions' modules, loaded once
-    from core.storage.database import _group_transaction, _writer_process_connection
+    from core.storage.database import _group_transaction, _write_connection
 
     sock = socket.socket(fileno=fd)
-    conn = _writer_process_connection(Path(path))
+    conn = _write_connection(Path(path), busy_timeout_ms=5000)
     try:
         _send(sock, READY)
         while (header := _receive(sock, _HEADER.size)) is not None:
