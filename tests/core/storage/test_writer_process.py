@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
 import signal
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +41,21 @@ async def _open(path: Path) -> Database:
     return db
 
 
+@contextlib.asynccontextmanager
+async def _opened(path: Path) -> AsyncIterator[Database]:
+    db = await _open(path)
+    try:
+        yield db
+    finally:
+        await db.close()
+
+
 async def _count(db: Database) -> int:
     return int((await db.fetchall("SELECT count(*) FROM items"))[0][0])
 
 
 async def test_group_commits_run_in_the_writer_process(tmp_path: Path) -> None:
-    db = await _open(tmp_path / "t.db")
-    try:
+    async with _opened(tmp_path / "t.db") as db:
         child = db.writer_pid
         assert child is not None and child != os.getpid()
         pids = await asyncio.gather(
@@ -56,13 +66,10 @@ async def test_group_commits_run_in_the_writer_process(tmp_path: Path) -> None:
         assert await _count(db) == 200
         row = await db.fetchone("SELECT v FROM items WHERE k = 'k199'", lookup=True)
         assert row is not None and row[0] == 199
-    finally:
-        await db.close()
 
 
 async def test_a_failing_write_in_the_process_loses_only_its_own_rows(tmp_path: Path) -> None:
-    db = await _open(tmp_path / "t.db")
-    try:
+    async with _opened(tmp_path / "t.db") as db:
         await db.run(functools.partial(_put, k="taken", v=0))
         results = await asyncio.gather(
             db.run(functools.partial(_put, k="a", v=1)),
@@ -74,20 +81,15 @@ async def test_a_failing_write_in_the_process_loses_only_its_own_rows(tmp_path: 
         assert results[0] == results[2] == db.writer_pid
         rows = await db.fetchall("SELECT k, v FROM items ORDER BY k")
         assert [tuple(r) for r in rows] == [("a", 1), ("b", 3), ("taken", 0)]
-    finally:
-        await db.close()
 
 
 async def test_a_write_that_cannot_be_pickled_runs_on_the_loop(tmp_path: Path) -> None:
-    db = await _open(tmp_path / "t.db")
-    try:
+    async with _opened(tmp_path / "t.db") as db:
         pid = await db.run(lambda raw: _put(raw, "closure", 1))
         assert pid == os.getpid()
         assert await _count(db) == 1
         # And the process goes on taking the batches it can.
         assert await db.run(functools.partial(_put, k="next", v=2)) == db.writer_pid
-    finally:
-        await db.close()
 
 
 async def test_close_commits_what_is_queued_and_ends_the_process(tmp_path: Path) -> None:
@@ -110,8 +112,7 @@ async def test_close_commits_what_is_queued_and_ends_the_process(tmp_path: Path)
 async def test_a_dead_writer_fails_its_batch_and_writing_goes_on_on_the_loop(
     tmp_path: Path,
 ) -> None:
-    db = await _open(tmp_path / "t.db")
-    try:
+    async with _opened(tmp_path / "t.db") as db:
         child = db.writer_pid
         assert child is not None
         in_flight = asyncio.ensure_future(
@@ -126,13 +127,10 @@ async def test_a_dead_writer_fails_its_batch_and_writing_goes_on_on_the_loop(
         assert await db.run(functools.partial(_put, k="after", v=2)) == os.getpid()
         row = await db.fetchone("SELECT v FROM items WHERE k = 'after'")
         assert row is not None and row[0] == 2
-    finally:
-        await db.close()
 
 
 async def test_the_writer_ignores_ctrl_c_so_shutdown_can_still_commit(tmp_path: Path) -> None:
-    db = await _open(tmp_path / "t.db")
-    try:
+    async with _opened(tmp_path / "t.db") as db:
         child = db.writer_pid
         assert child is not None
         # A Ctrl-C in a terminal reaches the whole process group, the child included.
@@ -140,8 +138,6 @@ async def test_the_writer_ignores_ctrl_c_so_shutdown_can_still_commit(tmp_path: 
         os.kill(child, signal.SIGTERM)
         await asyncio.sleep(0.2)
         assert await db.run(functools.partial(_put, k="k", v=1)) == child
-    finally:
-        await db.close()
 
 
 @pytest.mark.parametrize("writer_process", [False, True], ids=["loop", "process"])
@@ -232,8 +228,7 @@ async def test_a_write_the_child_cannot_import_runs_on_the_loop(
     """A function the parent pickles by name but the child cannot load (a module on a
     path added after the child started, or a bot script's ``__main__``): the batch runs
     on the loop, and nobody in it loses a write."""
-    db = await _open(tmp_path / "t.db")
-    try:
+    async with _opened(tmp_path / "t.db") as db:
         plugins = tmp_path / "late_plugins"
         plugins.mkdir()
         (plugins / "late_plugin_writes.py").write_text(
@@ -254,5 +249,3 @@ async def test_a_write_the_child_cannot_import_runs_on_the_loop(
         assert await _count(db) == 2
         # The child is still there for the batches it can load.
         assert await db.run(functools.partial(_put, k="next", v=3)) == db.writer_pid
-    finally:
-        await db.close()
