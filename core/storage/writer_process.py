@@ -26,16 +26,16 @@ import os
 import pickle
 import signal
 import socket
-import struct
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.ipc import HEADER, FrameDecoder, frame
+
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct("!Q")
 READY = "ready"
 # How long close() waits for the child to finish what it has and exit before killing it.
 EXIT_WAIT_S = 10.0
@@ -56,18 +56,12 @@ class NotLoadable(RuntimeError):
     loop instead."""
 
 
-def _frame(value: Any) -> bytes:
-    """One message: the pickle's length, then the pickle."""
-    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(len(payload)) + payload
-
-
 def encode_batch(fns: Sequence[Callable[[Any], Any]]) -> bytes | None:
     """The batch as one message, or None when a function cannot cross to another process
     (a lambda, a closure, a bound method of an unpicklable object): such a batch is run
     on the loop instead."""
     try:
-        return _frame(list(fns))
+        return frame(list(fns))
     except (pickle.PicklingError, TypeError, AttributeError):
         return None
 
@@ -93,7 +87,7 @@ class WriterProcess:
             collections.deque()
         )
         self._ready: asyncio.Future[bool] | None = None
-        self._buffer = bytearray()
+        self._decoder = FrameDecoder()
         self.alive = False
 
     @property
@@ -152,15 +146,7 @@ class WriterProcess:
         return await future
 
     def _received(self, data: bytes) -> None:
-        self._buffer += data
-        while len(self._buffer) >= _HEADER.size:
-            (size,) = _HEADER.unpack_from(self._buffer)
-            end = _HEADER.size + size
-            if len(self._buffer) < end:
-                return
-            payload = bytes(self._buffer[_HEADER.size : end])
-            del self._buffer[:end]
-            value = pickle.loads(payload)
+        for value in self._decoder.feed(data):
             self._reply(value)
 
     def _reply(self, value: Any) -> None:
@@ -252,7 +238,7 @@ def _receive(sock: socket.socket, size: int) -> bytes | None:
 
 
 def _send(sock: socket.socket, value: Any) -> None:
-    sock.sendall(_frame(value))
+    sock.sendall(frame(value))
 
 
 def _portable(results: WriteResults) -> WriteResults:
@@ -288,8 +274,8 @@ def serve(fd: int, path: str) -> None:
     conn = _write_connection(Path(path), busy_timeout_ms=5000)
     try:
         _send(sock, READY)
-        while (header := _receive(sock, _HEADER.size)) is not None:
-            (size,) = _HEADER.unpack(header)
+        while (header := _receive(sock, HEADER.size)) is not None:
+            (size,) = HEADER.unpack(header)
             payload = _receive(sock, size)
             if payload is None:
                 break
