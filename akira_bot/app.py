@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
+import math
 import signal
 
 from adapters.base import Adapter
@@ -31,6 +33,7 @@ from core.stages import (
     ThrottleStage,
 )
 from core.storage import SQLiteStorage
+from core.workers import ShardedEngine
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +141,26 @@ def build_engine(
     return Engine(services, pipeline, router)
 
 
-def build_adapters(settings: Settings, engine: Engine) -> list[Adapter]:
+def build_handler(settings: Settings, *, llm: LLMProvider | None = None) -> Engine | ShardedEngine:
+    """What the adapters talk to: the engine itself, or with ``bot.workers`` above 1 the
+    engine in that many worker processes (each built by :func:`build_engine` from these
+    settings, ``llm`` pickled into each). The global bound on concurrent messages is
+    shared out among the workers."""
+    workers = settings.bot.workers
+    if workers == 1:
+        return build_engine(settings, llm=llm)
+    share = math.ceil(settings.bot.max_concurrent / workers)
+    bot = settings.bot.model_copy(update={"max_concurrent": share})
+    worker_settings = settings.model_copy(update={"bot": bot})
+    return ShardedEngine(
+        functools.partial(build_engine, worker_settings, llm=llm),
+        workers,
+        prepare=tune_garbage_collector,
+        default_language=settings.bot.default_language,
+    )
+
+
+def build_adapters(settings: Settings, engine: Engine | ShardedEngine) -> list[Adapter]:
     """Every platform adapter that has settings; with none, the console."""
     adapters: list[Adapter] = []
     if settings.telegram.token is not None and settings.telegram.token.get_secret_value():
@@ -160,7 +182,9 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-async def serve(settings: Settings, adapters: list[Adapter], engine: Engine) -> None:
+async def serve(
+    settings: Settings, adapters: list[Adapter], engine: Engine | ShardedEngine
+) -> None:
     """Run platform adapters until SIGTERM/SIGINT, then shut down gracefully."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

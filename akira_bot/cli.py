@@ -72,9 +72,9 @@ def _run(coro: Coroutine[Any, Any, int | None]) -> int:
 
 
 async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    from akira_bot.app import build_adapters, build_engine, serve
+    from akira_bot.app import build_adapters, build_handler, serve
 
-    engine = build_engine(settings)
+    engine = build_handler(settings)
     adapters = build_adapters(settings, engine)
     if not adapters:
         return await cmd_chat(settings, args, engine=engine)
@@ -84,9 +84,9 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_chat(settings: Settings, args: argparse.Namespace, engine: Any = None) -> int:
     from adapters.console import ConsoleAdapter, ConsoleConfig
-    from akira_bot.app import build_engine
+    from akira_bot.app import build_handler
 
-    engine = engine or build_engine(settings)
+    engine = engine or build_handler(settings)
     user = getattr(args, "user", None)
     config = ConsoleConfig(user=user) if user else ConsoleConfig()
     async with engine:

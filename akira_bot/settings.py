@@ -74,6 +74,10 @@ class BotSettings(BaseModel):
     rate_limit_window_s: float = Field(default=60.0, gt=0)
     max_concurrent: int = Field(default=64, ge=1)
     max_queue_per_user: int = Field(default=50, ge=1)
+    # Engine processes, people sharded across them by user (core.workers): 1 runs the
+    # engine in the bot's own process. More use more cores (one engine is one core at
+    # most), each with its own models in memory; max_concurrent is shared out among them.
+    workers: int = Field(default=1, ge=1, le=64)
     # Our own ids per platform, so imported history and echoes are recognised as ours.
     own_ids: list[str] = Field(default_factory=list)
 

