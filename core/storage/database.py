@@ -125,10 +125,12 @@ class Database:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = await aiosqlite.connect(self.path, isolation_level=None)
             self._conn.row_factory = aiosqlite.Row
+            # First: another process opening the same file (an engine worker, a CLI
+            # command) may hold the lock that switching to WAL or migrating needs.
+            await self._conn.execute("PRAGMA busy_timeout=5000")
             await self._conn.execute("PRAGMA journal_mode=WAL")
             await self._conn.execute("PRAGMA foreign_keys=ON")
             await self._conn.execute("PRAGMA synchronous=NORMAL")
-            await self._conn.execute("PRAGMA busy_timeout=5000")
             await self._conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             await self._migrate(sorted(migrations, key=lambda m: m.version))
             if str(self.path) != ":memory:":  # an in-memory database is per connection
@@ -171,8 +173,15 @@ class Database:
         for migration in migrations:
             if migration.version in applied:
                 continue
-            log.info("applying migration %s %s", migration.version, migration.name)
             async with self.transaction() as conn:
+                # Under the write lock, asked again: processes opening a new file at once
+                # (engine workers) would otherwise both apply it, and one would fail.
+                async with conn.execute(
+                    "SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)
+                ) as cur:
+                    if await cur.fetchone() is not None:
+                        continue
+                log.info("applying migration %s %s", migration.version, migration.name)
                 for statement in _split_sql(migration.sql):
                     await conn.execute(statement)
                 await conn.execute(

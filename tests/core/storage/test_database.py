@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ import pytest
 from core.storage import SQLiteStorage
 from core.storage.database import Database, Migration
 
+REPO = Path(__file__).resolve().parents[3]
 MIGRATION = Migration(1, "items", "CREATE TABLE items (k TEXT PRIMARY KEY, v INTEGER NOT NULL);")
 
 
@@ -310,3 +312,39 @@ async def test_the_log_is_copied_into_the_database_file(
     finally:
         await db.close()
     assert db._writer is None
+
+
+async def test_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """Engine workers start together on a database nobody made yet: each process must
+    open it (the schema made once), none may fail with "table already exists"."""
+    opener = (
+        "import asyncio, sys; from core.storage import SQLiteStorage\n"
+        "async def main():\n"
+        "    async with SQLiteStorage(sys.argv[1]):\n"
+        "        pass\n"
+        "asyncio.run(main())\n"
+    )
+    for attempt in range(3):
+        path = tmp_path / f"fresh-{attempt}.db"
+        procs = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                opener,
+                str(path),
+                cwd=REPO,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            for _ in range(4)
+        ]
+        results = [await proc.communicate() for proc in procs]
+        failures = [
+            err.decode() for (_, err), p in zip(results, procs, strict=True) if p.returncode
+        ]
+        assert not failures, failures[0]
+        conn = sqlite3.connect(path)
+        try:
+            versions = [row[0] for row in conn.execute("SELECT version FROM schema_migrations")]
+        finally:
+            conn.close()
+        assert len(versions) == len(set(versions)) and versions
