@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -317,8 +318,10 @@ async def test_the_log_is_copied_into_the_database_file(
 async def test_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> None:
     """Engine workers start together on a database nobody made yet: each process must
     open it (the schema made once), none may fail with "table already exists"."""
+    # Imports take a while: every process waits for one moment, then opens.
     opener = (
-        "import asyncio, sys; from core.storage import SQLiteStorage\n"
+        "import asyncio, sys, time; from core.storage import SQLiteStorage\n"
+        "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
         "async def main():\n"
         "    async with SQLiteStorage(sys.argv[1]):\n"
         "        pass\n"
@@ -326,12 +329,14 @@ async def test_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) 
     )
     for attempt in range(3):
         path = tmp_path / f"fresh-{attempt}.db"
+        at = time.time() + 2.0
         procs = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-c",
                 opener,
                 str(path),
+                str(at),
                 cwd=REPO,
                 stderr=asyncio.subprocess.PIPE,
             )
