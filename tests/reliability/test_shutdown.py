@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from akira_bot.app import build_engine
 from akira_bot.settings import Settings
 from core.i18n import t
@@ -70,7 +72,12 @@ def reply_nodes(db_path: Path) -> list[tuple[str, str]]:
         conn.close()
 
 
-async def test_sigterm_on_telegram_run_finishes_in_flight_replies(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_sigterm_on_telegram_run_finishes_in_flight_replies(
+    tmp_path: Path, workers: int
+) -> None:
+    """With ``workers`` 2 the signal reaches the bot's own process only, as from a
+    service manager: the parent tells its engine processes to finish and close."""
     async with (
         FakeOpenAI(delay_s=LLM_DELAY_S, reply="Resposta depois de pensar.") as llm,
         FakeTelegramServer() as telegram,
@@ -81,6 +88,7 @@ async def test_sigterm_on_telegram_run_finishes_in_flight_replies(tmp_path: Path
                 "AKIRA_TELEGRAM__TOKEN": telegram.token,
                 "AKIRA_TELEGRAM__BASE_URL": telegram.base_url,
                 "AKIRA_TELEGRAM__POLL_TIMEOUT": "1",
+                "AKIRA_BOT__WORKERS": str(workers),
             }
         )
         proc = await asyncio.create_subprocess_exec(

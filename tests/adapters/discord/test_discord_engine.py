@@ -125,9 +125,12 @@ async def test_what_was_said_in_one_server_is_not_used_in_another(
     assert not any("5555" in p for p in prompts)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 async def test_akira_bot_run_serves_the_configured_discord_api(
-    tmp_path: Path, fake: FakeDiscord
+    tmp_path: Path, fake: FakeDiscord, workers: int
 ) -> None:
+    """With ``workers`` 2 the slash commands synced are the ones the worker processes
+    reported, and the reply comes from a worker through the parent's client."""
     alice = fake.add_user("alice")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")} | {
         "AKIRA_DATA_DIR": str(tmp_path / "data"),
@@ -139,6 +142,7 @@ async def test_akira_bot_run_serves_the_configured_discord_api(
         "AKIRA_DISCORD__ADMIN_IDS": f"[{alice.id}]",
         "AKIRA_DISCORD__GUILD_READY_TIMEOUT_S": "0.05",
         "PYTHONPATH": str(REPO),
+        "AKIRA_BOT__WORKERS": str(workers),
     }
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -161,6 +165,7 @@ async def test_akira_bot_run_serves_the_configured_discord_api(
     assert proc.returncode == 0, err.decode()[-2000:]
     assert "hello from discord" in fake.bot_messages_in(channel)[0]["content"]
     assert fake.token not in err.decode()
+    assert {c["name"] for c in fake.commands} >= {"mood", "forgetme", "verify"}
 
 
 async def test_engine_commands_are_the_synced_slash_commands(

@@ -9,12 +9,15 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.telegram_api import FakeTelegramServer
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-async def test_akira_bot_run_serves_telegram(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_akira_bot_run_serves_telegram(tmp_path: Path, workers: int) -> None:
     async with FakeTelegramServer() as fake:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")},
@@ -27,6 +30,7 @@ async def test_akira_bot_run_serves_telegram(tmp_path: Path) -> None:
             "AKIRA_LLM__SCRIPT": '["Hi Ana, nice to meet you."]',
             "AKIRA_EMBEDDING__BACKEND": "hashing",
             "PYTHONPATH": str(REPO),
+            "AKIRA_BOT__WORKERS": str(workers),
         }
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
