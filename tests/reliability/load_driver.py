@@ -1,6 +1,6 @@
 """A bot process under load, for the SIGKILL test (not a test module itself).
 
-Builds the real application engine from the ``AKIRA_*`` environment (``build_engine``, a
+Builds the real application engine from the ``AKIRA_*`` environment (``build_handler``, a
 real SQLite file under ``AKIRA_DATA_DIR``), with a scripted model that answers after a
 random 5-40 ms, and lets ``--users`` people send ``--messages`` messages each, all at once.
 Every time a person receives the answer to a message it prints ``ACK <user> <index>`` and
@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from akira_bot.app import build_engine  # noqa: E402
+from akira_bot.app import build_handler  # noqa: E402
 from akira_bot.settings import Settings  # noqa: E402
+from core.engine import Engine  # noqa: E402
 from core.llm import ChatMessage, Generation, GenerationOptions, ScriptedProvider  # noqa: E402
 from core.types import (  # noqa: E402
     ChatKind,
@@ -100,10 +101,14 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--messages", type=int, default=40)
     args = parser.parse_args(argv)
     settings = Settings(bot={"rate_limit_messages": 0})
-    engine = build_engine(settings, llm=JitteryProvider(seed=1))
+    engine = build_handler(settings, llm=JitteryProvider(seed=1))
     await engine.start()
-    await engine.storage.db.wait_writer()  # with AKIRA_STORAGE__WRITER=process
-    sys.stdout.write("READY\n")
+    workers: list[int | None] = []
+    if isinstance(engine, Engine):
+        await engine.storage.db.wait_writer()  # with AKIRA_STORAGE__WRITER=process
+    else:  # AKIRA_BOT__WORKERS: the engine's processes, for the test to kill as well
+        workers = list(engine.worker_pids)
+    sys.stdout.write(f"READY {' '.join(str(pid) for pid in workers)}\n")
     sys.stdout.flush()
     await asyncio.gather(*(person(engine, u, args.messages) for u in range(args.users)))
     sys.stdout.write("DONE\n")

@@ -10,6 +10,7 @@ node (every node has its embedding, the full-text index agrees with the table).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
@@ -30,12 +31,13 @@ DRIVER = Path(__file__).with_name("load_driver.py")
 USERS, MESSAGES = 20, 40
 
 
-def bot_env(data_dir: Path, writer: str = "loop") -> dict[str, str]:
+def bot_env(data_dir: Path, writer: str = "loop", workers: int = 1) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
     env.update(
         {
             "AKIRA_DATA_DIR": str(data_dir),
             "AKIRA_STORAGE__WRITER": writer,
+            "AKIRA_BOT__WORKERS": str(workers),
             "AKIRA_LLM__PROVIDER": "scripted",
             "AKIRA_EMBEDDING__BACKEND": "hashing",
             "AKIRA_EMOTION__DETECTOR": "lexicon",
@@ -46,10 +48,12 @@ def bot_env(data_dir: Path, writer: str = "loop") -> dict[str, str]:
 
 
 async def run_and_kill(
-    data_dir: Path, kill_after_acks: int, writer: str = "loop"
+    data_dir: Path, kill_after_acks: int, writer: str = "loop", workers: int = 1
 ) -> tuple[set[tuple[int, int]], bool]:
-    """Start the driver, SIGKILL it once ``kill_after_acks`` answers arrived; the ACKs read
-    (including any already in the pipe) and whether it finished before the kill."""
+    """Start the driver, SIGKILL it once ``kill_after_acks`` answers arrived (its engine
+    worker processes too, at the same moment, as the OOM killer or a power cut would);
+    the ACKs read (including any already in the pipe) and whether it finished before
+    the kill."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(DRIVER),
@@ -57,7 +61,7 @@ async def run_and_kill(
         str(USERS),
         "--messages",
         str(MESSAGES),
-        env=bot_env(data_dir, writer),
+        env=bot_env(data_dir, writer, workers),
         cwd=data_dir.parent,  # no akira.toml from the checkout
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
@@ -66,12 +70,15 @@ async def run_and_kill(
     assert proc.stdout is not None
     acks: set[tuple[int, int]] = set()
     finished = False
+    worker_pids: list[int] = []
     try:
         async with asyncio.timeout(90):
             while len(acks) < kill_after_acks:
                 line = (await proc.stdout.readline()).decode()
                 if not line:
                     break
+                if line.startswith("READY"):
+                    worker_pids = [int(pid) for pid in line.split()[1:]]
                 if line.startswith("ACK "):
                     _, user, index = line.split()
                     acks.add((int(user), int(index)))
@@ -79,6 +86,9 @@ async def run_and_kill(
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGKILL)
+        for pid in worker_pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         out, err = await proc.communicate()
     # Lines the process wrote before it died are evidence too.
     for line in out.decode().splitlines():
@@ -87,6 +97,7 @@ async def run_and_kill(
             acks.add((int(user), int(index)))
         finished = finished or line.strip() == "DONE"
     assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    assert len(worker_pids) == (workers if workers > 1 else 0)
     return acks, finished
 
 
@@ -124,13 +135,16 @@ def check_database(db_path: Path, acks: set[tuple[int, int]]) -> dict[str, list[
     return stored
 
 
-@pytest.mark.parametrize("writer", ["loop", "process"])
-async def test_sigkill_under_load_loses_no_persisted_message(tmp_path: Path, writer: str) -> None:
+@pytest.mark.parametrize(("writer", "workers"), [("loop", 1), ("process", 1), ("loop", 2)])
+async def test_sigkill_under_load_loses_no_persisted_message(
+    tmp_path: Path, writer: str, workers: int
+) -> None:
     """``process``: the writes commit in the writer process, which outlives the killed
-    bot only until it reads the end of its socket."""
+    bot only until it reads the end of its socket. ``workers`` 2: two engine processes
+    writing the one file, all killed at once."""
     data_dir = tmp_path / "data"
     acks, finished = await run_and_kill(
-        data_dir, kill_after_acks=USERS * MESSAGES // 3, writer=writer
+        data_dir, kill_after_acks=USERS * MESSAGES // 3, writer=writer, workers=workers
     )
     assert not finished, "the driver finished before the kill: nothing was in flight"
     assert len(acks) >= USERS * MESSAGES // 3
