@@ -25,6 +25,11 @@ class OwnedData(ABC):
     @abstractmethod
     async def delete_owner(self, owner: str) -> int: ...
 
+    def drop_cached(self, owner: str | None) -> None:
+        """Forget what this process keeps in memory about ``owner`` (None: about
+        everyone): another process changed it (see core.storage.owner_changes). A load
+        of it still running must not be kept either. Nothing is kept by default."""
+
 
 class UserStore(OwnedData):
     section = "profile"

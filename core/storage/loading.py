@@ -24,6 +24,13 @@ class LoadGuard:
         if owner in self._loading:
             self._written[owner] = self._writes
 
+    def wrote_every(self) -> None:
+        """A write that may have touched every owner committed (another process's, seen
+        by ``SQLiteStorage.catch_up``): no load running now may be kept."""
+        self._writes += 1
+        for owner in self._loading:
+            self._written[owner] = self._writes
+
     def begin(self, owner: str) -> int:
         self._loading[owner] = self._loading.get(owner, 0) + 1
         return self._writes

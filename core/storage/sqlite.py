@@ -7,6 +7,8 @@ from typing import Any
 
 from core.storage.base import OwnedData
 from core.storage.database import Database, Migration
+from core.storage.owner_changes import EVERY_OWNER, OwnerChanges
+from core.storage.owner_changes import MIGRATIONS as CHANGE_MIGRATIONS
 from core.storage.sqlite_graph import MIGRATIONS as GRAPH_MIGRATIONS
 from core.storage.sqlite_graph import SQLiteGraphStore
 from core.storage.sqlite_memories import MIGRATIONS as MEMORY_MIGRATIONS
@@ -35,6 +37,9 @@ class SQLiteStorage:
         self.register(self.nodes, NODE_MIGRATIONS)
         self.memories = SQLiteMemoryStore(self.db)
         self.register(self.memories, MEMORY_MIGRATIONS)
+        # Changes other processes made to people's data (see catch_up).
+        self.changes = OwnerChanges(self.db)
+        self.register(None, CHANGE_MIGRATIONS)
 
     @property
     def path(self) -> Path:
@@ -50,6 +55,7 @@ class SQLiteStorage:
 
     async def open(self) -> None:
         await self.db.open(self._migrations)
+        await self.changes.start()
 
     async def close(self) -> None:
         await self.db.close()
@@ -68,8 +74,30 @@ class SQLiteStorage:
             export[part.section] = await part.export_owner(owner)
         return export
 
+    async def catch_up(self) -> list[str]:
+        """Drop what this process keeps about the people whose data another process
+        changed since the last call (``akira-bot memory forget``/``import`` beside the
+        running bot, another engine worker); returns them (``[EVERY_OWNER]``: everyone's
+        was dropped), empty when nothing changed. Call it before serving each message: a
+        forgotten person's turns must not reach a prompt from a cache.
+
+        Cheap when nothing changed: one primary-key lookup on the event loop's read
+        connection, with no hop to a thread (see core.storage.owner_changes)."""
+        owners = await self.changes.changed_owners()
+        for owner in owners:
+            self.drop_cached(None if owner == EVERY_OWNER else owner)
+        return owners
+
+    def drop_cached(self, owner: str | None) -> None:
+        """Forget what every part keeps in memory about ``owner`` (None: everyone)."""
+        self.users.drop_cached(owner)
+        for part in self._parts:
+            part.drop_cached(owner)
+
     async def forget_owner(self, owner: str) -> dict[str, int]:
-        """Erase everything about ``owner``; returns how many rows each part removed."""
+        """Erase everything about ``owner``; returns how many rows each part removed.
+        Each part's erasure is announced to the other processes in its own transaction
+        (they drop their caches of ``owner`` at their next :meth:`catch_up`)."""
         removed: dict[str, int] = {}
         for part in self._parts:
             removed[part.section] = await part.delete_owner(owner)

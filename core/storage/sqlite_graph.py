@@ -30,6 +30,7 @@ import json
 import math
 import re
 import sqlite3
+import time
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -43,6 +44,7 @@ from core.embeddings.hashing import fold
 from core.storage.base import OwnedData
 from core.storage.database import Database, Migration, StorageError
 from core.storage.loading import LoadGuard
+from core.storage.owner_changes import EVERY_OWNER, record_change, record_change_in
 from core.storage.records import Connection, MemoryNode, from_ts, to_ts
 from core.storage.sqlite_nodes import (
     NODE_COLUMNS,
@@ -533,7 +535,9 @@ class SQLiteGraphStore(GraphStore):
         self, model: str, rows: Sequence[tuple[str, str, np.ndarray]], *, first: bool
     ) -> None:
         """Re-embedding: with ``first`` every vector of another model is dropped, then
-        ``rows`` (node id, owner, vector) are written. The cache starts over."""
+        ``rows`` (node id, owner, vector) are written. The cache starts over, here and
+        (announced in the same transaction: a maintenance step, never the hot path) in
+        every other process: for everyone after ``first``, else for the rows' owners."""
         async with self.db.transaction() as conn:
             if first:
                 await conn.execute("DELETE FROM graph_embeddings WHERE model != ?", (model,))
@@ -542,6 +546,9 @@ class SQLiteGraphStore(GraphStore):
                 " VALUES (?, ?, ?, ?, ?)",
                 [(nid, owner, model, len(v), _blob(v)) for nid, owner, v in rows],
             )
+            changed = [EVERY_OWNER] if first else [owner for _, owner, _ in rows]
+            if changed:
+                await record_change_in(conn, changed)
         self._drop()
         self._model = None
 
@@ -564,11 +571,21 @@ class SQLiteGraphStore(GraphStore):
         vector: np.ndarray | None,
         model: str,
         connections: Sequence[Connection] = (),
+        announce: bool = False,
     ) -> bool:
+        """See :meth:`GraphStore.add_node`. ``announce``: record the change for the
+        other processes sharing the database, in the same transaction (see
+        core.storage.owner_changes), so they drop what they keep of the owner: for nodes
+        that do not come from the process serving the person (imports). A new message of
+        the person served is not announced: only that process keeps that person's
+        caches, and they are kept up to date here."""
         # Node, vector, tags and edges in one transaction AND one round trip to the
         # database thread: the write lock is held for a single hop per message.
+        rows = _NodeWrite.of(node, vector, model, connections)
         stored = await self.db.run(
-            functools.partial(_write_node, rows=_NodeWrite.of(node, vector, model, connections))
+            functools.partial(_write_node_announced, rows=rows, at=time.time())
+            if announce
+            else functools.partial(_write_node, rows=rows)
         )
         if not stored:
             return False
@@ -725,6 +742,17 @@ class SQLiteGraphStore(GraphStore):
         while self._cached_rows > self.max_cached_rows and len(self._cache) > 1:
             _, dropped = self._cache.popitem(last=False)
             self._cached_rows -= dropped.rows
+
+    def drop_cached(self, owner: str | None) -> None:
+        """The vectors, edges and node count kept for ``owner`` (None: for everyone) are
+        read again when asked for; a load in flight is not kept."""
+        self._drop(owner)
+        if owner is None:
+            self._documents.clear()
+            self._loads.wrote_every()
+        else:
+            self._documents.pop(owner, None)
+            self._loads.wrote(owner)
 
     def _drop(self, owner: str | None = None) -> None:
         if owner is None:
@@ -974,6 +1002,7 @@ class SQLiteGraphStore(GraphStore):
             for table in ("graph_connections", "graph_tags", "graph_embeddings"):
                 cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
                 removed += cur.rowcount or 0
+            await record_change_in(conn, owner)
         self._drop(owner)
         self._documents.pop(owner, None)
         return removed
@@ -1074,6 +1103,15 @@ def _write_node(raw: sqlite3.Connection, rows: _NodeWrite) -> bool:
             " (SELECT 1 FROM nodes WHERE id = json_extract(e.value, '$[0]') AND owner = ?1)",
             (owner, node_id, rows.edges_json),
         )
+    return True
+
+
+def _write_node_announced(raw: sqlite3.Connection, rows: _NodeWrite, at: float) -> bool:
+    """:func:`_write_node`, and when the node was stored, a change of its owner for the
+    other processes (see :meth:`SQLiteGraphStore.add_node`)."""
+    if not _write_node(raw, rows):
+        return False
+    record_change(raw, rows.params.owner, at)
     return True
 
 

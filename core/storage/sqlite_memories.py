@@ -32,6 +32,7 @@ import aiosqlite
 
 from core.storage.base import OwnedData
 from core.storage.database import Database, Migration
+from core.storage.owner_changes import record_change_in
 from core.storage.records import from_ts, to_ts
 from core.types import parse_user_key, utcnow
 
@@ -477,6 +478,9 @@ class SQLiteMemoryStore(OwnedData):
     section = "memories"
 
     def __init__(self, db: Database) -> None:
+        # Nothing is kept in memory: every read asks SQLite (so the default drop_cached,
+        # which drops nothing, is right). Upserts, updates and verifications are not
+        # announced to other processes for that reason; deletions are (see delete).
         self.db = db
 
     # --- writes ---------------------------------------------------------------------------
@@ -624,7 +628,10 @@ class SQLiteMemoryStore(OwnedData):
             return verified
 
     async def delete(self, owner: str, memory_id: str) -> bool:
-        """Remove one memory and its history (the person asked to forget it)."""
+        """Remove one memory and its history (the person asked to forget it). Announced
+        to the other processes in the same transaction (core.storage.owner_changes):
+        nothing here keeps memories in memory, but a forgotten memory must never come
+        back from a cache anywhere (an admin tool, another worker may delete it)."""
         async with self.db.transaction() as conn:
             cur = await conn.execute(
                 "DELETE FROM structured_memories WHERE owner = ? AND id = ?", (owner, memory_id)
@@ -635,6 +642,7 @@ class SQLiteMemoryStore(OwnedData):
                     "DELETE FROM structured_memory_history WHERE owner = ? AND memory_id = ?",
                     (owner, memory_id),
                 )
+                await record_change_in(conn, owner)
             return deleted
 
     async def _archive(
@@ -849,6 +857,7 @@ class SQLiteMemoryStore(OwnedData):
             cur = await conn.execute(
                 "DELETE FROM structured_memory_history WHERE owner = ?", (owner,)
             )
+            await record_change_in(conn, owner)
             return removed + (cur.rowcount or 0)
 
 

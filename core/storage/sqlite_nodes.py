@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import aiosqlite
 from core.storage.base import NodeStore, UserStore
 from core.storage.database import Database, Migration
 from core.storage.loading import LoadGuard
+from core.storage.owner_changes import record_change, record_change_in
 from core.storage.records import MemoryNode, NodeType, UserRecord, from_ts, to_ts
 from core.types import parse_user_key, utcnow
 
@@ -166,6 +168,15 @@ def insert_node_row(raw: sqlite3.Connection, params: NodeRow) -> bool:
     return (cur.rowcount or 0) > 0
 
 
+def _insert_node_announced(raw: sqlite3.Connection, params: NodeRow, at: float) -> bool:
+    """:func:`insert_node_row`, and when a node was stored, a change of its owner for the
+    other processes (see :meth:`SQLiteNodeStore.add`)."""
+    if not insert_node_row(raw, params):
+        return False
+    record_change(raw, params.owner, at)
+    return True
+
+
 def node_to_dict(node: MemoryNode) -> dict[str, Any]:
     return {
         "id": node.id,
@@ -191,6 +202,17 @@ def _swap_profile(raw: sqlite3.Connection, key: str, before: str, after: str) ->
         "UPDATE users SET profile = ? WHERE key = ? AND profile = ?", (after, key, before)
     )
     return (cur.rowcount or 0) > 0
+
+
+def _swap_profile_announced(
+    raw: sqlite3.Connection, key: str, before: str, after: str, at: float
+) -> bool:
+    """:func:`_swap_profile`, and when it swapped, a change of ``key`` for the other
+    processes (see :meth:`SQLiteUserStore.change_profile_with`)."""
+    if not _swap_profile(raw, key, before, after):
+        return False
+    record_change(raw, key, at)
+    return True
 
 
 def _set_language(raw: sqlite3.Connection, key: str, language: str) -> None:
@@ -324,19 +346,24 @@ class SQLiteUserStore(UserStore):
 
         await self.change_profile_with(key, update)
 
-    async def change_profile(self, key: str, field: str, change: Callable[[Any], T]) -> T:
+    async def change_profile(
+        self, key: str, field: str, change: Callable[[Any], T], *, announce: bool = False
+    ) -> T:
         """Read-modify-write of one profile field in one transaction and one round trip:
         ``change(current value or None)`` runs on the database thread (it must be quick
-        and must not await) and returns the new value, which is stored and returned."""
+        and must not await) and returns the new value, which is stored and returned.
+        ``announce``: see :meth:`change_profile_with`."""
 
         def update(profile: dict[str, Any]) -> T:
             value = change(profile.get(field))
             profile[field] = value
             return value
 
-        return await self.change_profile_with(key, update)
+        return await self.change_profile_with(key, update, announce=announce)
 
-    async def change_profile_with(self, key: str, edit: Callable[[dict[str, Any]], T]) -> T:
+    async def change_profile_with(
+        self, key: str, edit: Callable[[dict[str, Any]], T], *, announce: bool = False
+    ) -> T:
         """``edit(profile)`` changes the profile in place; returns what it returns.
 
         The edit is made here, on the row as kept or read, and stored only if the profile
@@ -344,7 +371,14 @@ class SQLiteUserStore(UserStore):
         another write got there first, the row is read again and the edit made again. So
         ``edit`` must be quick, must not await, and may run more than once: it must only
         change the profile it is given. (Made in the write, it would tie the write to this
-        process: the writes may run in another, see core.storage.writer_process.)"""
+        process: the writes may run in another, see core.storage.writer_process.)
+
+        ``announce``: record the change for the other processes sharing the database, in
+        the same transaction (core.storage.owner_changes), so they drop the row they keep.
+        For writes that do not come from the process serving the person (an import); the
+        engine's own updates need not: only that process keeps this person's row fresh
+        for reading, and a write from anywhere else finds the profile changed (compare and
+        set) and reads it again."""
         while True:
             row = await self._row(key)
             if row is None:
@@ -355,7 +389,11 @@ class SQLiteUserStore(UserStore):
             after = json.dumps(profile, ensure_ascii=False)
             try:
                 swapped = await self.db.run(
-                    functools.partial(_swap_profile, key=key, before=before, after=after)
+                    functools.partial(
+                        _swap_profile_announced, key=key, before=before, after=after, at=time.time()
+                    )
+                    if announce
+                    else functools.partial(_swap_profile, key=key, before=before, after=after)
                 )
             except BaseException:
                 self._rows.pop(key, None)  # committed or not: read it again
@@ -396,9 +434,20 @@ class SQLiteUserStore(UserStore):
         try:
             async with self.db.transaction() as conn:
                 cur = await conn.execute("DELETE FROM users WHERE key = ?", (owner,))
+                await record_change_in(conn, owner)
                 return cur.rowcount or 0
         finally:
             self._rows.pop(owner, None)
+
+    def drop_cached(self, owner: str | None) -> None:
+        """The kept row of ``owner`` (None: every kept row) is read again when asked for;
+        a read of it in flight is not kept."""
+        if owner is None:
+            self._rows.clear()
+            self._loads.wrote_every()
+        else:
+            self._rows.pop(owner, None)
+            self._loads.wrote(owner)
 
 
 @dataclass
@@ -448,8 +497,18 @@ class SQLiteNodeStore(NodeStore):
         # from what was read: such a read is used once, not kept.
         self._loads = LoadGuard()
 
-    async def add(self, node: MemoryNode) -> bool:
-        stored = await self.db.run(functools.partial(insert_node_row, params=node_params(node)))
+    async def add(self, node: MemoryNode, *, announce: bool = False) -> bool:
+        """Store a node. ``announce``: record the change for the other processes sharing
+        the database, in the same transaction (core.storage.owner_changes), so they drop
+        what they keep of the owner: for nodes that do not come from the process serving
+        the person (imports). A new message of the person served is not announced: only
+        that process keeps that person's latest nodes, and :meth:`stored` updates them."""
+        params = node_params(node)
+        stored = await self.db.run(
+            functools.partial(_insert_node_announced, params=params, at=time.time())
+            if announce
+            else functools.partial(insert_node_row, params=params)
+        )
         if stored:
             self.stored(node)
         return stored
@@ -472,6 +531,15 @@ class SQLiteNodeStore(NodeStore):
             before = len(latest.rows)
             latest.add(node_params(node))
             self._latest_rows += len(latest.rows) - before
+
+    def drop_cached(self, owner: str | None) -> None:
+        """The kept latest nodes of ``owner`` (None: of everyone) are read again when
+        asked for; a read of them in flight is not kept."""
+        self._forget_latest(owner)
+        if owner is None:
+            self._loads.wrote_every()
+        else:
+            self._loads.wrote(owner)
 
     def _forget_latest(self, owner: str | None = None) -> None:
         if owner is None:
@@ -651,6 +719,7 @@ class SQLiteNodeStore(NodeStore):
         try:
             async with self.db.transaction() as conn:
                 cur = await conn.execute("DELETE FROM nodes WHERE owner = ?", (owner,))
+                await record_change_in(conn, owner)
                 return cur.rowcount or 0
         finally:
             self._forget_latest(owner)
