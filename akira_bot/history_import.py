@@ -428,7 +428,7 @@ async def import_history(
                 )
         if tracker:
             for owner, items in fresh_readings.items():
-                await tracker.update_many(owner, items)
+                await tracker.update_many(owner, items, announce=True)
         if progress:
             progress(start + len(chunk), len(nodes))
     return summary

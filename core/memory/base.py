@@ -64,6 +64,11 @@ class PlainMemory(ConversationMemory):
     async def store(self, node: MemoryNode) -> bool:
         return await self.storage.nodes.add(node)
 
+    async def store_many(self, nodes: Sequence[MemoryNode]) -> list[bool]:
+        """Imports: each node announced to the other processes sharing the database (see
+        SQLiteNodeStore.add), which may be serving these people right now."""
+        return [await self.storage.nodes.add(node, announce=True) for node in nodes]
+
     async def recall(
         self,
         owner: str,

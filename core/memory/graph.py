@@ -110,19 +110,23 @@ class GraphMemory(ConversationMemory):
         vector = await self.batcher.embed_passage(text)
         return await self._store_embedded(node, vector)
 
-    async def _store_embedded(self, node: MemoryNode, vector: np.ndarray) -> bool:
+    async def _store_embedded(
+        self, node: MemoryNode, vector: np.ndarray, *, announce: bool = False
+    ) -> bool:
         extra = self.tagger.tags(node.content, vector)
         node.tags = list(dict.fromkeys([*node.tags, *extra]))[: max(5, len(node.tags))]
         connections = await self.detector.detect(node, vector)
         stored = await self.graph.add_node(
-            node, vector=vector, model=self.model, connections=connections
+            node, vector=vector, model=self.model, connections=connections, announce=announce
         )
         if stored:
             node.connections = connections
         return stored
 
     async def store_many(self, nodes: Sequence[MemoryNode]) -> list[bool]:
-        """Bulk store (imports): embeddings in batches, nodes stored in order."""
+        """Bulk store (imports): embeddings in batches, nodes stored in order. Each node
+        is announced to the other processes sharing the database (see
+        SQLiteGraphStore.add_node): an import runs beside the bot serving these people."""
         await self._ready()
         results: list[bool] = []
         window = self.config.connections.follow_up_window
@@ -149,7 +153,7 @@ class GraphMemory(ConversationMemory):
                 texts.append(self._embedding_text(node, context))
             vectors = await self.batcher.embed_passages(texts)
             for node, vector in zip(chunk, vectors, strict=True):
-                results.append(await self._store_embedded(node, vector))
+                results.append(await self._store_embedded(node, vector, announce=True))
         return results
 
     async def reembed(self, batch: int = 64) -> int:

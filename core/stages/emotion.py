@@ -52,10 +52,16 @@ class EmotionTracker:
         return await asyncio.to_thread(self.detector.detect_many, list(texts))
 
     async def update_many(
-        self, owner: str, readings: Sequence[tuple[EmotionReading, datetime]]
+        self,
+        owner: str,
+        readings: Sequence[tuple[EmotionReading, datetime]],
+        *,
+        announce: bool = False,
     ) -> EmotionalState:
         """Apply the readings to the stored state in one transaction (imports and live
-        messages of one person may overlap: no update is lost)."""
+        messages of one person may overlap: no update is lost). ``announce``: an import
+        (not the process serving the person) tells the other processes, which then read
+        the person's profile again (see SQLiteUserStore.change_profile_with)."""
 
         computed: list[EmotionalState] = []
 
@@ -68,7 +74,7 @@ class EmotionTracker:
             computed[:] = [state]
             return state.to_dict()
 
-        await self.storage.users.change_profile(owner, PROFILE_KEY, change)
+        await self.storage.users.change_profile(owner, PROFILE_KEY, change, announce=announce)
         return computed[-1]
 
     def tone(self, state: EmotionalState, at: datetime) -> Tone:
