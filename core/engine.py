@@ -107,6 +107,10 @@ class Engine:
             language=normalise_locale(message.locale) or self.services.config.default_language,
         )
         try:
+            # What another process changed of someone's data since the last message (an
+            # engine worker serving an admin, `akira-bot memory forget` or `import`)
+            # drops what this one keeps of them: a primary-key lookup when nothing did.
+            await self.services.storage.catch_up()
             await self.pipeline.run(ctx)
         except Exception:
             # The message was stored first; the person gets a polite reply, not silence.

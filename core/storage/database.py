@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from core.storage.write_lock import ProcessWriteLock
 from core.storage.writer_process import NotLoadable, WriterGone, WriterProcess, encode_batch
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,9 @@ class Database:
         self._checkpoints: _ReadWorker | None = None
         self._last_checkpoint = 0.0
         self._write_lock = asyncio.Lock()
+        # Other processes on the same file (engine workers, a CLI command) wait for this
+        # one's writes in the kernel's queue, not by SQLite's sleep-and-retry.
+        self._process_lock = ProcessWriteLock(self.path) if str(path) != ":memory:" else None
         # Group commit: writes queued by :meth:`run` while the database is busy go in one
         # transaction, so 1000 people cost a commit per batch.
         self._pending: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
@@ -123,6 +127,8 @@ class Database:
         try:
             if str(self.path) != ":memory:":
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self._process_lock is not None:
+                self._process_lock.open()
             self._conn = await aiosqlite.connect(self.path, isolation_level=None)
             self._conn.row_factory = aiosqlite.Row
             # First: another process opening the same file (an engine worker, a CLI
@@ -190,8 +196,21 @@ class Database:
                 )
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def _writing(self) -> AsyncIterator[None]:
+        """The write lock: this process's writers in turn, then the other processes'."""
         async with self._write_lock:
+            if self._process_lock is None:
+                yield
+                return
+            await self._process_lock.acquire()
+            try:
+                yield
+            finally:
+                self._process_lock.release()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._writing():
             conn = self.conn
             await conn.execute("BEGIN IMMEDIATE")
             try:
@@ -271,7 +290,7 @@ class Database:
 
     async def _drain(self) -> None:
         while self._pending:
-            async with self._write_lock:
+            async with self._writing():
                 batch = [(fn, f) for fn, f in self._pending if not f.done()]
                 self._pending = []
                 if not batch:
@@ -363,7 +382,7 @@ class Database:
         try:
             _, frames, _ = await self._run_checkpoint("PASSIVE")
             if frames >= RESTART_FRAMES:
-                async with self._write_lock:
+                async with self._writing():
                     await self._run_checkpoint("RESTART")
         except (aiosqlite.Error, sqlite3.Error, StorageError, ValueError) as exc:
             log.warning("checkpoint failed: %s", exc)
@@ -430,6 +449,8 @@ class Database:
                 await conn.close()
             except aiosqlite.Error:  # closing a broken connection must not mask the cause
                 log.exception("error closing database")
+        if self._process_lock is not None:
+            self._process_lock.close()
 
 
 _Job = tuple[Callable[[sqlite3.Connection], T], "asyncio.Future[T]"]

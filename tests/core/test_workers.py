@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sqlite3
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -21,6 +22,8 @@ from core.llm import ChatMessage, ScriptedProvider
 from core.types import RecordingResponder, ReplyKind
 from core.workers import ShardedEngine, worker_index
 from tests.conftest import make_message
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def answer_with_pid(messages: Sequence[ChatMessage]) -> str:
@@ -220,3 +223,55 @@ def test_one_worker_is_the_engine_itself(settings_factory: Callable[..., Setting
     assert isinstance(build_handler(settings_factory()), Engine)
     sharded_handler = build_handler(settings_factory(bot={"workers": 3, "max_concurrent": 64}))
     assert isinstance(sharded_handler, ShardedEngine) and sharded_handler.workers == 3
+
+
+def saw_the_secret(messages: Sequence[ChatMessage]) -> str:
+    """Module-level (it pickles into the workers): whether the prompt holds the secret."""
+    prompt = "\n".join(m.content for m in messages)
+    return "SEEN" if "Thor" in prompt.replace(messages[-1].content, "") else "CLEAN"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_a_forget_from_another_process_reaches_the_running_bot(
+    settings_factory: Callable[..., Settings], workers: int
+) -> None:
+    """``akira-bot memory forget`` run beside the bot: the person's next message must not
+    bring their forgotten turns back from what the engine keeps in memory."""
+    settings = settings_factory(bot={"workers": workers})
+    handler = build_handler(settings, llm=ScriptedProvider(saw_the_secret))
+    await handler.start()
+    try:
+        first = RecordingResponder()
+        await handler.handle(make_message("meu cachorro se chama Thor", user="5"), first)
+        again = RecordingResponder()
+        await handler.handle(make_message("lembra do meu cachorro?", user="5"), again)
+        assert again.texts == ["SEEN"]  # the turn is kept, and reaches the prompt
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
+        env |= {
+            "AKIRA_DATA_DIR": str(settings.data_dir),
+            "AKIRA_EMBEDDING__BACKEND": "hashing",
+            "AKIRA_LLM__PROVIDER": "scripted",
+            "PYTHONPATH": str(REPO),
+        }
+        cli = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "akira_bot.cli",
+            "memory",
+            "forget",
+            "telegram:5",
+            env=env,
+            cwd=settings.data_dir,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await cli.communicate()
+        assert cli.returncode == 0, err.decode()
+        assert "forgot telegram:5" in out.decode()
+
+        after = RecordingResponder()
+        await handler.handle(make_message("lembra do meu cachorro?", user="5"), after)
+    finally:
+        await handler.close(timeout=5)
+    assert after.texts == ["CLEAN"]
