@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.ipc import HEADER, FrameDecoder, frame
+from core.ipc import HEADER, FrameProtocol, frame
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +81,12 @@ class WriterProcess:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._process: asyncio.subprocess.Process | None = None
-        self._transport: asyncio.Transport | None = None
+        self._link: FrameProtocol | None = None
         self._closed: asyncio.Future[None] | None = None
         self._waiting: collections.deque[tuple[asyncio.Future[WriteResults], OnReply | None]] = (
             collections.deque()
         )
         self._ready: asyncio.Future[bool] | None = None
-        self._decoder = FrameDecoder()
         self.alive = False
 
     @property
@@ -122,7 +121,14 @@ class WriterProcess:
         self._ready = loop.create_future()
         self._closed = loop.create_future()
         self.alive = True
-        await loop.create_connection(lambda: _Replies(self), sock=parent)
+        _, self._link = await loop.create_connection(
+            lambda: FrameProtocol(
+                "database writer process",
+                self._reply,
+                lambda why: self._stopped(WriterGone(f"the database writer process {why}")),
+            ),
+            sock=parent,
+        )
 
     @property
     def ready(self) -> bool:
@@ -137,17 +143,13 @@ class WriterProcess:
     async def run(self, message: bytes, on_reply: OnReply | None = None) -> WriteResults:
         """Send one encoded batch and wait until it has committed (or failed).
         ``on_reply(results)`` runs as soon as the reply is read, before this returns."""
-        if not self.ready or self._transport is None:
+        if not self.ready or self._link is None:
             raise WriterGone("the database writer process is not running")
         future: asyncio.Future[WriteResults] = asyncio.get_running_loop().create_future()
         self._waiting.append((future, on_reply))
         # Buffered by the transport: one batch is in flight, and the child reads it whole.
-        self._transport.write(message)
+        self._link.write_frame(message)
         return await future
-
-    def _received(self, data: bytes) -> None:
-        for value in self._decoder.feed(data):
-            self._reply(value)
 
     def _reply(self, value: Any) -> None:
         assert self._ready is not None
@@ -186,9 +188,9 @@ class WriterProcess:
         self.alive = False
         if not started and self._process is not None and self._process.returncode is None:
             self._process.kill()
-        if self._transport is not None:
-            transport, self._transport = self._transport, None
-            transport.close()
+        if self._link is not None:
+            link, self._link = self._link, None
+            link.close()
             if self._closed is not None:
                 await asyncio.wait([self._closed], timeout=EXIT_WAIT_S)
         if self._process is not None:
@@ -199,29 +201,6 @@ class WriterProcess:
                 log.warning("database writer process did not exit: killing it")
                 process.kill()
                 await process.wait()
-
-
-class _Replies(asyncio.Protocol):
-    """The socket's events, handed to its :class:`WriterProcess`."""
-
-    def __init__(self, owner: WriterProcess) -> None:
-        self.owner = owner
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.owner._transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            self.owner._received(data)
-        except Exception as exc:  # a message that made no sense: stop using the child
-            log.exception("database writer process: bad message")
-            self.owner._stopped(WriterGone(f"the database writer process sent garbage: {exc!r}"))
-            if self.owner._transport is not None:
-                self.owner._transport.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.owner._stopped(WriterGone(f"the database writer process stopped: {exc!r}"))
 
 
 # -- the child ---------------------------------------------------------------------------
