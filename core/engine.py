@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from core.cleaner import neutralise_user_text
@@ -20,6 +21,34 @@ from core.services import Services
 from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
 
 log = logging.getLogger(__name__)
+
+
+class InFlight:
+    """The messages being handled, and a wait for none to be left (a graceful close)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @contextmanager
+    def one(self) -> Iterator[None]:
+        self.count += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self.count -= 1
+            if self.count == 0:
+                self._idle.set()
+
+    async def settled(self, timeout: float) -> bool:
+        """True once none is left, False when ``timeout`` ran out first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
 
 
 @dataclass
@@ -35,9 +64,7 @@ class Engine:
         self.router = router
         self._lanes: dict[str, _UserLane] = {}
         self._slots = asyncio.Semaphore(services.config.max_concurrent)
-        self._in_flight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._in_flight = InFlight()
         self._closing = False
         self._started = False
 
@@ -59,10 +86,8 @@ class Engine:
     async def close(self, timeout: float = 10.0) -> None:
         """Stop taking messages, let in-flight ones finish within ``timeout``, close."""
         self._closing = True
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-        except TimeoutError:
-            log.warning("closing with %d message(s) still in flight", self._in_flight)
+        if not await self._in_flight.settled(timeout):
+            log.warning("closing with %d message(s) still in flight", self._in_flight.count)
         await self.services.background.drain(timeout)
         await self.services.llm.close()
         await self.services.storage.close()
@@ -86,18 +111,14 @@ class Engine:
             await self._overloaded(message, responder)
             return
         lane.waiting += 1
-        self._in_flight += 1
-        self._idle.clear()
         try:
-            async with lane.lock, self._slots:
-                await self._process(message, responder)
+            with self._in_flight.one():
+                async with lane.lock, self._slots:
+                    await self._process(message, responder)
         finally:
             lane.waiting -= 1
-            self._in_flight -= 1
             if lane.waiting == 0 and not lane.lock.locked():
                 self._lanes.pop(owner, None)
-            if self._in_flight == 0:
-                self._idle.set()
 
     async def _process(self, message: IncomingMessage, responder: Responder) -> None:
         ctx = TurnContext(

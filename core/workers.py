@@ -37,8 +37,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from core.engine import InFlight
 from core.i18n import detect_language, t
-from core.ipc import FrameDecoder, frame
+from core.ipc import FrameProtocol
 from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
 
 if TYPE_CHECKING:
@@ -87,9 +88,7 @@ class ShardedEngine:
         self._starting: list[asyncio.Lock] = [asyncio.Lock() for _ in range(workers)]
         self._commands: Sequence[CommandSpec] = ()
         self._ids = itertools.count(1)
-        self._in_flight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._in_flight = InFlight()
         self._closing = False
         self._started = False
 
@@ -143,10 +142,8 @@ class ShardedEngine:
         self._closing = True
         workers = [w for w in self._workers if w is not None]
         await asyncio.gather(*(w.close(timeout) for w in workers))
-        try:
-            await asyncio.wait_for(self._idle.wait(), EXIT_GRACE_S)
-        except TimeoutError:
-            log.warning("closing with %d message(s) unanswered", self._in_flight)
+        if not await self._in_flight.settled(EXIT_GRACE_S):
+            log.warning("closing with %d message(s) unanswered", self._in_flight.count)
         self._started = False
 
     async def __aenter__(self) -> ShardedEngine:
@@ -159,15 +156,9 @@ class ShardedEngine:
     async def handle(self, message: IncomingMessage, responder: Responder) -> None:
         if self._closing:
             raise RuntimeError("engine is shutting down")
-        self._in_flight += 1
-        self._idle.clear()
-        try:
+        with self._in_flight.one():
             worker = await self._worker(self.worker_for(message.owner))
             await self._exchange(worker, next(self._ids), message, responder)
-        finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.set()
 
     async def _exchange(
         self, worker: _Worker, request: int, message: IncomingMessage, responder: Responder
@@ -219,8 +210,7 @@ class _Worker:
     def __init__(self, index: int) -> None:
         self.index = index
         self.process: BaseProcess | None = None
-        self._transport: asyncio.Transport | None = None
-        self._decoder = FrameDecoder()
+        self._link: FrameProtocol | None = None
         self._inboxes: dict[int, asyncio.Queue[tuple[Any, ...]]] = {}
         self._ready: asyncio.Future[Sequence[CommandSpec]] | None = None
         self._closed: asyncio.Future[None] | None = None
@@ -250,7 +240,10 @@ class _Worker:
         self._ready = loop.create_future()
         self._closed = loop.create_future()
         self.alive = True
-        await loop.create_connection(lambda: _WorkerLink(self), sock=parent)
+        _, self._link = await loop.create_connection(
+            lambda: FrameProtocol(f"engine worker {self.index}", self.received, self.stopped),
+            sock=parent,
+        )
         try:
             return await asyncio.shield(self._ready)
         except BaseException:
@@ -268,22 +261,22 @@ class _Worker:
         self._inboxes.pop(request, None)
 
     def write(self, value: Any) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(frame(value))
+        if self._link is not None:
+            self._link.write(value)
 
-    def received(self, data: bytes) -> None:
-        for value in self._decoder.feed(data):
-            kind = value[0]
-            if kind == "ready":
-                if self._ready is not None and not self._ready.done():
-                    self._ready.set_result(value[2])
-            elif kind == "closed":
-                if self._closed is not None and not self._closed.done():
-                    self._closed.set_result(None)
-            elif (inbox := self._inboxes.get(value[1])) is not None:
-                inbox.put_nowait(tuple(value))
+    def received(self, value: tuple[Any, ...]) -> None:
+        kind = value[0]
+        if kind == "ready":
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_result(value[2])
+        elif kind == "closed":
+            if self._closed is not None and not self._closed.done():
+                self._closed.set_result(None)
+        elif (inbox := self._inboxes.get(value[1])) is not None:
+            inbox.put_nowait(tuple(value))
 
     def stopped(self, why: str) -> None:
+        """The socket closed: the worker exited, died, or sent garbage."""
         self.alive = False
         if self._ready is not None and not self._ready.done():
             self._ready.set_exception(WorkerGone(f"engine worker {self.index} {why}"))
@@ -302,8 +295,8 @@ class _Worker:
     async def reap(self, wait_s: float) -> None:
         """Close the socket and collect the process, killing it after ``wait_s``."""
         self.alive = False
-        if self._transport is not None:
-            self._transport.close()
+        if self._link is not None:
+            self._link.close()
         process = self.process
         if process is None:
             return
@@ -314,29 +307,6 @@ class _Worker:
             await asyncio.to_thread(process.join)
         process.close()
         self.process = None
-
-
-class _WorkerLink(asyncio.Protocol):
-    """The parent's socket to one worker: frames are handled where they are read."""
-
-    def __init__(self, worker: _Worker) -> None:
-        self.worker = worker
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.worker._transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            self.worker.received(data)
-        except Exception as exc:  # a message that made no sense: stop using the worker
-            log.exception("engine worker %d: bad message", self.worker.index)
-            self.worker.stopped(f"sent garbage: {exc!r}")
-            if self.worker._transport is not None:
-                self.worker._transport.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.worker.stopped("stopped" if exc is None else f"stopped: {exc!r}")
 
 
 # -- the worker --------------------------------------------------------------------------
@@ -362,45 +332,38 @@ async def _serve(
     await engine.start()
     if prepare is not None:
         prepare()
-    link = _ParentLink(engine)
-    await loop.create_connection(lambda: link, sock=sock)
-    link.write(("ready", os.getpid(), list(engine.commands)))
-    await link.finished
+    parent = _Parent(engine)
+    await loop.create_connection(lambda: parent.link, sock=sock)
+    parent.write(("ready", os.getpid(), list(engine.commands)))
+    await parent.finished
 
 
-class _ParentLink(asyncio.Protocol):
-    """The worker's socket to the parent."""
+class _Parent:
+    """The worker's end: messages from the parent in, replies and results out."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.transport: asyncio.Transport | None = None
-        self._decoder = FrameDecoder()
+        self.link = FrameProtocol("engine worker's parent", self._received, self._lost)
         self._tasks: set[asyncio.Task[None]] = set()
         self.acks: dict[int, asyncio.Future[str | None]] = {}
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._closing = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
     def write(self, value: Any) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(frame(value))
+        self.link.write(value)
 
-    def data_received(self, data: bytes) -> None:
-        for value in self._decoder.feed(data):
-            kind = value[0]
-            if kind == "handle":
-                self._spawn(self._handle(value[1], value[2]))
-            elif kind == "sent":
-                ack = self.acks.pop(value[1], None)
-                if ack is not None and not ack.done():
-                    ack.set_result(value[2])
-            elif kind == "close":
-                self._spawn(self._close(value[1]))
+    def _received(self, value: tuple[Any, ...]) -> None:
+        kind = value[0]
+        if kind == "handle":
+            self._spawn(self._handle(value[1], value[2]))
+        elif kind == "sent":
+            ack = self.acks.pop(value[1], None)
+            if ack is not None and not ack.done():
+                ack.set_result(value[2])
+        elif kind == "close":
+            self._spawn(self._close(value[1]))
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def _lost(self, why: str) -> None:
         # The parent is gone (or closed us): nobody can be answered any more.
         gone = ConnectionError("the parent process closed the worker's socket")
         for ack in self.acks.values():
@@ -431,8 +394,7 @@ class _ParentLink(asyncio.Protocol):
             await self.engine.close(timeout)
         finally:
             self.write(("closed",))
-            if self.transport is not None:
-                self.transport.close()
+            self.link.close()
             if not self.finished.done():
                 self.finished.set_result(None)
 
@@ -442,7 +404,7 @@ class _RemoteResponder:
     them; ``send`` returns once the parent says the reply was delivered (or raises what
     delivery raised)."""
 
-    def __init__(self, link: _ParentLink, request: int) -> None:
+    def __init__(self, link: _Parent, request: int) -> None:
         self.link = link
         self.request = request
 

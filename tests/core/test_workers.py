@@ -60,6 +60,16 @@ def users_on_each_worker(engine: ShardedEngine, per_worker: int) -> list[str]:
     return [user for users in found.values() for user in users]
 
 
+async def typing_shown(responder: RecordingResponder) -> None:
+    """Until the typing indicator arrives: it comes from the worker, which then has the
+    message."""
+    for _ in range(250):
+        if responder.typing_count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("no typing indicator: the worker never got the message")
+
+
 def stored_user_texts(db: Path) -> dict[str, list[str]]:
     conn = sqlite3.connect(db)
     try:
@@ -158,12 +168,7 @@ async def test_a_killed_worker_answers_politely_and_is_replaced(
         assert victim is not None
         waiting = RecordingResponder()
         task = asyncio.create_task(engine.handle(make_message("slow one", user=user), waiting))
-        # The typing indicator comes from the worker: it has the message.
-        for _ in range(200):
-            if waiting.typing_count:
-                break
-            await asyncio.sleep(0.02)
-        assert waiting.typing_count
+        await typing_shown(waiting)
         os.kill(victim, signal.SIGKILL)
         await asyncio.wait_for(task, 10)
         assert [r.kind for r in waiting.sent] == [ReplyKind.FALLBACK]
@@ -189,10 +194,7 @@ async def test_workers_ignore_a_ctrl_c_to_the_group_and_close_finishes_in_flight
         user = users_on_each_worker(engine, 1)[0]
         in_flight = RecordingResponder()
         task = asyncio.create_task(engine.handle(make_message("slow reply", user=user), in_flight))
-        for _ in range(200):
-            if in_flight.typing_count:
-                break
-            await asyncio.sleep(0.02)
+        await typing_shown(in_flight)
         await engine.close(timeout=10)
         await task
         with pytest.raises(RuntimeError, match="shutting down"):
