@@ -157,7 +157,11 @@ class ShardedEngine:
         if self._closing:
             raise RuntimeError("engine is shutting down")
         with self._in_flight.one():
-            worker = await self._worker(self.worker_for(message.owner))
+            try:
+                worker = await self._worker(self.worker_for(message.owner))
+            except WorkerGone as exc:  # it died and cannot start again (logged by _lost)
+                await self._lost(message, responder, str(exc))
+                return
             await self._exchange(worker, next(self._ids), message, responder)
 
     async def _exchange(
@@ -197,8 +201,9 @@ class ShardedEngine:
                 await typing.pop().__aexit__(None, None, None)
 
     async def _lost(self, message: IncomingMessage, responder: Responder, why: str) -> None:
-        """The worker died: a polite reply instead of silence; whether the message was
-        stored depends on how far it got (it is stored before anything slow happens)."""
+        """The worker died (or could not start again): a polite reply instead of silence.
+        Whether the message was stored depends on how far it got (it is stored before
+        anything slow happens); when it was not, this log line is its trace."""
         log.error("engine worker lost a message of %s: %s", message.owner, why)
         language = detect_language(message.text) or self.default_language
         await responder.send(Reply(t("fallback", language), ReplyKind.FALLBACK))

@@ -4,6 +4,7 @@ on one real SQLite file, a scripted model that says which process answered."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import sqlite3
@@ -277,3 +278,34 @@ async def test_a_forget_from_another_process_reaches_the_running_bot(
     finally:
         await handler.close(timeout=5)
     assert after.texts == ["CLEAN"]
+
+
+async def test_a_worker_that_cannot_start_again_gets_a_polite_reply_not_an_error(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    settings = settings_factory()
+    engine = ShardedEngine(
+        functools.partial(build_engine, settings, llm=ScriptedProvider(answer_with_pid)), 1
+    )
+    await engine.start()
+    try:
+        first = RecordingResponder()
+        await engine.handle(make_message("hello there", user="9"), first)
+        assert first.texts and first.texts[0].endswith("said=there")
+        pid = engine.worker_pids[0]
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        # ...and the database can no longer be opened: a directory where the file was.
+        db = settings.database_path
+        for leftover in db.parent.glob(db.name + "*"):
+            leftover.rename(leftover.with_name("moved-" + leftover.name))
+        db.mkdir()
+        for _ in range(100):
+            if engine.worker_pids == [None]:
+                break
+            await asyncio.sleep(0.05)
+        after = RecordingResponder()
+        await engine.handle(make_message("anyone?", user="9"), after)
+        assert [r.kind for r in after.sent] == [ReplyKind.FALLBACK]
+    finally:
+        await engine.close(timeout=5)
