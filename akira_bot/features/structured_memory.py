@@ -34,7 +34,7 @@ def extraction_enabled(settings: Settings) -> bool:
 def install(
     settings: Settings, services: Services, pipeline: Pipeline, router: CommandRouter
 ) -> None:
-    memories = StructuredMemories(services.storage.memories)
+    memories = StructuredMemories(services.storage.memories, storage=services.storage)
     services.extras[EXTRAS_KEY] = memories
     stage = StructuredRecallStage(memories)
     if "recall" in pipeline.names:

@@ -20,6 +20,8 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 
 from core.pipeline import CallNext, PromptSection, TurnContext
+from core.storage.owner_changes import EVERY_OWNER
+from core.storage.sqlite import SQLiteStorage
 from core.storage.sqlite_memories import (
     MAX_CONTENT_CHARS,
     MAX_KEY_CHARS,
@@ -114,12 +116,24 @@ class StructuredMemories:
     unverified memories (source agent, confidence 0.7).
     """
 
-    def __init__(self, store: SQLiteMemoryStore) -> None:
+    def __init__(self, store: SQLiteMemoryStore, *, storage: SQLiteStorage | None = None) -> None:
         self.store = store
         # Forget-me protection for background work: a write that began before the person
         # asked to be forgotten must not bring their data back (see ``writing``).
         self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._epochs: dict[str, int] = defaultdict(int)
+        self._everyone = 0  # raised when every person's data changed elsewhere
+        # With ``storage``, a forget by another process (``akira-bot memory forget``
+        # beside the bot, another engine worker) counts too: propose() catches up first.
+        self._storage = storage
+        if storage is not None:
+            storage.on_changed_elsewhere(self._changed_elsewhere)
+
+    def _changed_elsewhere(self, owner: str) -> None:
+        if owner == EVERY_OWNER:
+            self._everyone += 1
+        else:
+            self._epochs[owner] += 1
 
     # --- writes ------------------------------------------------------------------------------
 
@@ -171,8 +185,10 @@ class StructuredMemories:
         """Store what the agent inferred: always source agent, unverified, confidence
         0.7. With ``epoch`` (from :meth:`epoch` when the work began) nothing is written if
         the person was forgotten since; returns None then."""
+        if self._storage is not None and epoch is not None:
+            await self._storage.catch_up()
         async with self._locks[owner]:
-            if epoch is not None and epoch != self._epochs[owner]:
+            if epoch is not None and epoch != self.epoch(owner):
                 log.info("dropping a memory proposal for a forgotten person")
                 return None
             return await self.store.upsert(
@@ -220,8 +236,9 @@ class StructuredMemories:
         return await self.store.delete(owner, memory_id)
 
     def epoch(self, owner: str) -> int:
-        """A token for background work: pass it to :meth:`propose`."""
-        return self._epochs[owner]
+        """A token for background work: pass it to :meth:`propose`. Both parts only
+        grow, so their sum changes whenever either does."""
+        return self._epochs[owner] + self._everyone
 
     @asynccontextmanager
     async def forgetting(self, owner: str) -> AsyncIterator[None]:

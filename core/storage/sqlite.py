@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ class SQLiteStorage:
         # Changes other processes made to people's data (see catch_up).
         self.changes = OwnerChanges(self.db)
         self.register(None, CHANGE_MIGRATIONS)
+        # Told of each owner catch_up finds changed (EVERY_OWNER: everyone), after the
+        # caches: what is kept outside storage (background work's tokens).
+        self._change_listeners: list[Callable[[str], None]] = []
 
     @property
     def path(self) -> Path:
@@ -86,7 +90,14 @@ class SQLiteStorage:
         owners = await self.changes.changed_owners()
         for owner in owners:
             self.drop_cached(None if owner == EVERY_OWNER else owner)
+            for listener in self._change_listeners:
+                listener(owner)
         return owners
+
+    def on_changed_elsewhere(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(owner)`` for each owner a later :meth:`catch_up` finds changed by
+        another process (``EVERY_OWNER``: everyone's data)."""
+        self._change_listeners.append(listener)
 
     def drop_cached(self, owner: str | None) -> None:
         """Forget what every part keeps in memory about ``owner`` (None: everyone)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ from core.memory.structured import Category, Priority, Source, StructuredMemorie
 from core.pipeline import TurnContext
 from core.services import Services
 from core.storage import SQLiteStorage
+from core.storage.owner_changes import EVERY_OWNER, record_change
 from core.types import ChatKind, RecordingResponder, ReplyKind
 from tests.conftest import ask, make_message
 
@@ -273,3 +275,29 @@ async def test_a_proposal_started_before_forgetme_is_dropped(tmp_path: Path) -> 
             OWNER, "fact", "pet", "Has a dog", at=T0, epoch=memories.epoch(OWNER)
         )
         assert fresh is not None and [m.key for m in await memories.all(OWNER)] == ["pet"]
+
+
+async def test_a_proposal_started_before_a_forget_in_another_process_is_dropped(
+    tmp_path: Path,
+) -> None:
+    """``akira-bot memory forget`` beside the bot (another SQLiteStorage on the file):
+    the bot's extraction that began before it must not write the person back."""
+    path = tmp_path / "akira.db"
+    async with SQLiteStorage(path) as bot, SQLiteStorage(path) as cli:
+        memories = StructuredMemories(bot.memories, storage=bot)
+        kept = await memories.propose(
+            OWNER, "fact", "pet", "Has a dog", at=T0, epoch=memories.epoch(OWNER)
+        )
+        assert kept is not None  # nothing changed elsewhere: stored
+        epoch = memories.epoch(OWNER)  # extraction begins...
+        await cli.forget_owner(OWNER)  # ...the person is forgotten by another process
+        late = await memories.propose(OWNER, "fact", "job", "Is a nurse", at=T0, epoch=epoch)
+        assert late is None and await memories.all(OWNER) == []
+        # Re-embedding everything elsewhere (every owner changed) counts as well.
+        epoch = memories.epoch(OWNER)
+        await cli.db.run(lambda raw: record_change(raw, EVERY_OWNER, time.time()))
+        assert await memories.propose(OWNER, "fact", "x", "y", at=T0, epoch=epoch) is None
+        fresh = await memories.propose(
+            OWNER, "fact", "pet", "Has a cat", at=T0, epoch=memories.epoch(OWNER)
+        )
+        assert fresh is not None
