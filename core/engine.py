@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Self
 
 from core.cleaner import neutralise_user_text
 from core.commands import CommandRouter
@@ -21,6 +22,24 @@ from core.services import Services
 from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
 
 log = logging.getLogger(__name__)
+
+
+class Startable:
+    """What an engine shares with the sharded engine: started and closed explicitly, or
+    as an async context manager (``async with engine: ...``)."""
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def close(self, timeout: float = 10.0) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 class InFlight:
@@ -57,7 +76,7 @@ class _UserLane:
     waiting: int = 0
 
 
-class Engine:
+class Engine(Startable):
     def __init__(self, services: Services, pipeline: Pipeline, router: CommandRouter) -> None:
         self.services = services
         self.pipeline = pipeline
@@ -92,13 +111,6 @@ class Engine:
         await self.services.llm.close()
         await self.services.storage.close()
         self._started = False
-
-    async def __aenter__(self) -> Engine:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def handle(self, message: IncomingMessage, responder: Responder) -> None:
         if self._closing:

@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from core.engine import InFlight
+from core.engine import InFlight, Startable
 from core.i18n import detect_language, t
 from core.ipc import FrameProtocol
 from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
@@ -64,7 +64,7 @@ def worker_index(owner: str, workers: int) -> int:
     return zlib.crc32(owner.encode("utf-8", "surrogatepass")) % workers
 
 
-class ShardedEngine:
+class ShardedEngine(Startable):
     """A :class:`~core.types.MessageHandler` whose engines run in ``workers`` processes.
 
     ``factory`` builds one worker's engine inside that worker; it must be picklable (a
@@ -145,13 +145,6 @@ class ShardedEngine:
         if not await self._in_flight.settled(EXIT_GRACE_S):
             log.warning("closing with %d message(s) unanswered", self._in_flight.count)
         self._started = False
-
-    async def __aenter__(self) -> ShardedEngine:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def handle(self, message: IncomingMessage, responder: Responder) -> None:
         if self._closing:
