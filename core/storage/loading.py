@@ -19,16 +19,15 @@ class LoadGuard:
         self._loading: dict[str, int] = {}  # owners being read -> how many reads
         self._written: dict[str, int] = {}  # of those, the last write each one got
 
-    def wrote(self, owner: str) -> None:
+    def wrote(self, owner: str | None) -> None:
+        """A write of ``owner`` committed; None: one that may have touched every owner
+        (another process's, seen by ``SQLiteStorage.catch_up``), so no load running now
+        may be kept."""
         self._writes += 1
-        if owner in self._loading:
-            self._written[owner] = self._writes
-
-    def wrote_every(self) -> None:
-        """A write that may have touched every owner committed (another process's, seen
-        by ``SQLiteStorage.catch_up``): no load running now may be kept."""
-        self._writes += 1
-        for owner in self._loading:
+        if owner is None:
+            for loading in self._loading:
+                self._written[loading] = self._writes
+        elif owner in self._loading:
             self._written[owner] = self._writes
 
     def begin(self, owner: str) -> int:

@@ -749,10 +749,9 @@ class SQLiteGraphStore(GraphStore):
         self._drop(owner)
         if owner is None:
             self._documents.clear()
-            self._loads.wrote_every()
         else:
             self._documents.pop(owner, None)
-            self._loads.wrote(owner)
+        self._loads.wrote(owner)
 
     def _drop(self, owner: str | None = None) -> None:
         if owner is None:

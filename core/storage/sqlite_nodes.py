@@ -444,10 +444,9 @@ class SQLiteUserStore(UserStore):
         a read of it in flight is not kept."""
         if owner is None:
             self._rows.clear()
-            self._loads.wrote_every()
         else:
             self._rows.pop(owner, None)
-            self._loads.wrote(owner)
+        self._loads.wrote(owner)
 
 
 @dataclass
@@ -536,10 +535,7 @@ class SQLiteNodeStore(NodeStore):
         """The kept latest nodes of ``owner`` (None: of everyone) are read again when
         asked for; a read of them in flight is not kept."""
         self._forget_latest(owner)
-        if owner is None:
-            self._loads.wrote_every()
-        else:
-            self._loads.wrote(owner)
+        self._loads.wrote(owner)
 
     def _forget_latest(self, owner: str | None = None) -> None:
         if owner is None:
