@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import aiosqlite
 
@@ -92,6 +92,26 @@ def record_change(raw: sqlite3.Connection, owner: str, at: float) -> None:
     for statement in _PRUNE:
         raw.execute(statement, (at - KEEP_CHANGES_S,))
     raw.execute(_RECORD, (owner, at))
+
+
+WriteFn = Callable[[sqlite3.Connection], bool]
+
+
+def announced(write: WriteFn, owner: str, *, announce: bool = True) -> WriteFn:
+    """``write`` (a :meth:`Database.run` write function that says whether it wrote
+    anything) made to record a change of ``owner`` in the same transaction when it did;
+    ``write`` itself when not ``announce``. Picklable when ``write`` is (the writer
+    process)."""
+    if not announce:
+        return write
+    return functools.partial(_write_announced, write=write, owner=owner, at=time.time())
+
+
+def _write_announced(raw: sqlite3.Connection, write: WriteFn, owner: str, at: float) -> bool:
+    if not write(raw):
+        return False
+    record_change(raw, owner, at)
+    return True
 
 
 async def record_change_in(

@@ -30,7 +30,6 @@ import json
 import math
 import re
 import sqlite3
-import time
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -44,7 +43,7 @@ from core.embeddings.hashing import fold
 from core.storage.base import OwnedData
 from core.storage.database import Database, Migration, StorageError
 from core.storage.loading import LoadGuard
-from core.storage.owner_changes import EVERY_OWNER, record_change, record_change_in
+from core.storage.owner_changes import EVERY_OWNER, announced, record_change_in
 from core.storage.records import Connection, MemoryNode, from_ts, to_ts
 from core.storage.sqlite_nodes import (
     NODE_COLUMNS,
@@ -583,9 +582,7 @@ class SQLiteGraphStore(GraphStore):
         # database thread: the write lock is held for a single hop per message.
         rows = _NodeWrite.of(node, vector, model, connections)
         stored = await self.db.run(
-            functools.partial(_write_node_announced, rows=rows, at=time.time())
-            if announce
-            else functools.partial(_write_node, rows=rows)
+            announced(functools.partial(_write_node, rows=rows), node.owner, announce=announce)
         )
         if not stored:
             return False
@@ -1102,15 +1099,6 @@ def _write_node(raw: sqlite3.Connection, rows: _NodeWrite) -> bool:
             " (SELECT 1 FROM nodes WHERE id = json_extract(e.value, '$[0]') AND owner = ?1)",
             (owner, node_id, rows.edges_json),
         )
-    return True
-
-
-def _write_node_announced(raw: sqlite3.Connection, rows: _NodeWrite, at: float) -> bool:
-    """:func:`_write_node`, and when the node was stored, a change of its owner for the
-    other processes (see :meth:`SQLiteGraphStore.add_node`)."""
-    if not _write_node(raw, rows):
-        return False
-    record_change(raw, rows.params.owner, at)
     return True
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ import aiosqlite
 from core.storage.base import NodeStore, UserStore
 from core.storage.database import Database, Migration
 from core.storage.loading import LoadGuard
-from core.storage.owner_changes import record_change, record_change_in
+from core.storage.owner_changes import announced, record_change_in
 from core.storage.records import MemoryNode, NodeType, UserRecord, from_ts, to_ts
 from core.types import parse_user_key, utcnow
 
@@ -168,15 +167,6 @@ def insert_node_row(raw: sqlite3.Connection, params: NodeRow) -> bool:
     return (cur.rowcount or 0) > 0
 
 
-def _insert_node_announced(raw: sqlite3.Connection, params: NodeRow, at: float) -> bool:
-    """:func:`insert_node_row`, and when a node was stored, a change of its owner for the
-    other processes (see :meth:`SQLiteNodeStore.add`)."""
-    if not insert_node_row(raw, params):
-        return False
-    record_change(raw, params.owner, at)
-    return True
-
-
 def node_to_dict(node: MemoryNode) -> dict[str, Any]:
     return {
         "id": node.id,
@@ -202,17 +192,6 @@ def _swap_profile(raw: sqlite3.Connection, key: str, before: str, after: str) ->
         "UPDATE users SET profile = ? WHERE key = ? AND profile = ?", (after, key, before)
     )
     return (cur.rowcount or 0) > 0
-
-
-def _swap_profile_announced(
-    raw: sqlite3.Connection, key: str, before: str, after: str, at: float
-) -> bool:
-    """:func:`_swap_profile`, and when it swapped, a change of ``key`` for the other
-    processes (see :meth:`SQLiteUserStore.change_profile_with`)."""
-    if not _swap_profile(raw, key, before, after):
-        return False
-    record_change(raw, key, at)
-    return True
 
 
 def _set_language(raw: sqlite3.Connection, key: str, language: str) -> None:
@@ -389,11 +368,11 @@ class SQLiteUserStore(UserStore):
             after = json.dumps(profile, ensure_ascii=False)
             try:
                 swapped = await self.db.run(
-                    functools.partial(
-                        _swap_profile_announced, key=key, before=before, after=after, at=time.time()
+                    announced(
+                        functools.partial(_swap_profile, key=key, before=before, after=after),
+                        key,
+                        announce=announce,
                     )
-                    if announce
-                    else functools.partial(_swap_profile, key=key, before=before, after=after)
                 )
             except BaseException:
                 self._rows.pop(key, None)  # committed or not: read it again
@@ -504,9 +483,9 @@ class SQLiteNodeStore(NodeStore):
         that process keeps that person's latest nodes, and :meth:`stored` updates them."""
         params = node_params(node)
         stored = await self.db.run(
-            functools.partial(_insert_node_announced, params=params, at=time.time())
-            if announce
-            else functools.partial(insert_node_row, params=params)
+            announced(
+                functools.partial(insert_node_row, params=params), node.owner, announce=announce
+            )
         )
         if stored:
             self.stored(node)
