@@ -357,7 +357,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         # for each worker.
         warmed: set[int] = set()
         for warm_user in itertools.count(WARMUP_USER):
-            worker = engine.worker_for(f"{PLATFORM}:{warm_user}") if args.workers > 1 else 0
+            worker = (
+                0 if isinstance(engine, Engine) else engine.worker_for(f"{PLATFORM}:{warm_user}")
+            )
             if worker not in warmed:
                 warm_message = message_for(warm_user, 0, random.Random(0), False)
                 await engine.handle(warm_message, BenchResponder(UserLog()))
