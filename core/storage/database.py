@@ -31,6 +31,9 @@ WAL_SIZE_LIMIT = 64 * 1024 * 1024
 # How long a restart waits for readers still on the old log before it gives up until
 # the next checkpoint: it holds back every write meanwhile.
 CHECKPOINT_WAIT_MS = 200
+# How long opening the file waits for a lock held by a process that does not take our
+# write lock (our own processes queue on that lock instead, without a time limit).
+BUSY_TIMEOUT_MS = 5000
 
 
 class StorageError(RuntimeError):
@@ -131,14 +134,20 @@ class Database:
                 self._process_lock.open()
             self._conn = await aiosqlite.connect(self.path, isolation_level=None)
             self._conn.row_factory = aiosqlite.Row
-            # First: another process opening the same file (an engine worker, a CLI
-            # command) may hold the lock that switching to WAL or migrating needs.
-            await self._conn.execute("PRAGMA busy_timeout=5000")
-            await self._conn.execute("PRAGMA journal_mode=WAL")
+            # First: a process that does not take our write lock (someone's sqlite3
+            # shell) may hold the lock that switching to WAL or migrating needs.
+            await self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             await self._conn.execute("PRAGMA foreign_keys=ON")
             await self._conn.execute("PRAGMA synchronous=NORMAL")
             await self._conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
-            await self._migrate(sorted(migrations, key=lambda m: m.version))
+            # Under the write lock, in the kernel's queue: the other processes on this
+            # file (engine workers starting together, a CLI command beside the running
+            # bot) write under it too. Two connections switching a new file to WAL at
+            # once can deadlock on SQLite's locks, and SQLite then says "database is
+            # locked" without waiting (an engine worker failed to start so in CI).
+            async with self._writing():
+                await self._conn.execute("PRAGMA journal_mode=WAL")
+                await self._migrate(sorted(migrations, key=lambda m: m.version))
             if str(self.path) != ":memory:":  # an in-memory database is per connection
                 for number in range(self.readers):
                     self._readers.append(_ReadWorker(self.path, f"akira-db-reader-{number}"))
@@ -167,6 +176,7 @@ class Database:
         self._process = process
 
     async def _migrate(self, migrations: Sequence[Migration]) -> None:
+        """Apply the migrations not applied yet; the caller holds the write lock."""
         versions = [m.version for m in migrations]
         if len(set(versions)) != len(versions):
             raise StorageError(f"duplicate migration versions: {versions}")
@@ -179,9 +189,10 @@ class Database:
         for migration in migrations:
             if migration.version in applied:
                 continue
-            async with self.transaction() as conn:
-                # Under the write lock, asked again: processes opening a new file at once
-                # (engine workers) would otherwise both apply it, and one would fail.
+            async with self._begin_commit() as conn:
+                # Asked again inside the transaction: where there is no process lock
+                # (no fcntl), processes opening a new file at once would otherwise both
+                # apply it, and one would fail.
                 async with conn.execute(
                     "SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)
                 ) as cur:
@@ -210,20 +221,25 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._writing():
-            conn = self.conn
-            await conn.execute("BEGIN IMMEDIATE")
+        async with self._writing(), self._begin_commit() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _begin_commit(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One transaction on the loop's connection; the caller holds the write lock."""
+        conn = self.conn
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+        else:
             try:
-                yield conn
-            except BaseException:
+                await conn.execute("COMMIT")
+            except aiosqlite.Error as exc:
                 await conn.execute("ROLLBACK")
-                raise
-            else:
-                try:
-                    await conn.execute("COMMIT")
-                except aiosqlite.Error as exc:
-                    await conn.execute("ROLLBACK")
-                    raise StorageError(f"commit failed: {exc}") from exc
+                raise StorageError(f"commit failed: {exc}") from exc
 
     async def _call(
         self, fn: Callable[[sqlite3.Connection], T], *, read: bool = False, lookup: bool = False
