@@ -245,7 +245,9 @@ class _Worker:
         try:
             return await asyncio.shield(self._ready)
         except BaseException:
-            await self.reap(0)
+            # A worker that failed to start is on its way out: let it finish (its error
+            # is on stderr); one that is still starting (cancelled) is killed.
+            await self.reap(0 if self.alive else EXIT_GRACE_S)
             raise
 
     def open(self, request: int) -> asyncio.Queue[tuple[Any, ...]]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from itertools import count
 from pathlib import Path
@@ -17,6 +18,18 @@ from core.llm import ScriptedProvider
 from core.types import ChatKind, ChatRef, Command, IncomingMessage, RecordingResponder, UserRef
 
 _ids = count(1)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Tests that run the CLI in-process (``main([...])``) point the root logger at that
+    test's captured stderr, closed once it ends; a later test's log line would then be a
+    "Logging error". Put the root logger back as it was."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def make_message(
