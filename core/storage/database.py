@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from core.storage import owner_words
 from core.storage.write_lock import ProcessWriteLock
 from core.storage.writer_process import NotLoadable, WriterGone, WriterProcess, encode_batch
 
@@ -34,6 +35,10 @@ CHECKPOINT_WAIT_MS = 200
 # How long opening the file waits for a lock held by a process that does not take our
 # write lock (our own processes queue on that lock instead, without a time limit).
 BUSY_TIMEOUT_MS = 5000
+
+
+# The SQL function our triggers call, on every connection we open (see owner_words).
+_SQL_FUNCTION = (owner_words.SQL_FUNCTION, 2, owner_words.owner_words)
 
 
 class StorageError(RuntimeError):
@@ -134,6 +139,7 @@ class Database:
                 self._process_lock.open()
             self._conn = await aiosqlite.connect(self.path, isolation_level=None)
             self._conn.row_factory = aiosqlite.Row
+            await self._conn.create_function(*_SQL_FUNCTION, deterministic=True)
             # First: a process that does not take our write lock (someone's sqlite3
             # shell) may hold the lock that switching to WAL or migrating needs.
             await self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -542,6 +548,7 @@ def _connect(path: Path, *pragmas: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         conn.row_factory = sqlite3.Row
+        conn.create_function(*_SQL_FUNCTION, deterministic=True)
         for pragma in pragmas:
             conn.execute(pragma)
     except sqlite3.Error:

@@ -10,13 +10,13 @@ Schema versions 10-19. Every query filters by owner here, in the storage layer:
 - ``graph_connections``: typed, weighted edges between two nodes of the same owner.
 - ``graph_tags``: tag postings (owner, tag, time) so shared-tag candidates come from an
   index, not from a scan of the person's history.
-- ``nodes_fts``: FTS5 over node content with ``unicode61 remove_diacritics 2`` ("cabeca"
-  finds "cabeça") under the porter stemmer ("research" finds "researching"; on
-  Portuguese it mostly strips plurals), external content kept in sync by triggers on
-  ``nodes``. Each row also
-  indexes one token made of the owner's key (``o`` + hex), and every search ANDs it in:
-  FTS5 then walks only that person's postings, so a search costs the same whether the
-  database holds one person or ten thousand.
+- ``nodes_words``: FTS5 over node content, each word indexed joined to its owner's key
+  (see :mod:`core.storage.owner_words`), folded ("cabeca" finds "cabeça") and under the
+  porter stemmer ("research" finds "researching"; on Portuguese it mostly strips
+  plurals); contentless, kept in sync by triggers on ``nodes``. A search reads only that
+  person's postings, so it costs the same whether the database holds one person or ten
+  thousand (up to schema 11, ``nodes_fts`` ANDed an owner token with plain words and
+  walked everybody's postings of each word).
 
 Vector search runs in numpy over a per-owner float32 matrix cached in memory (faster than
 sqlite-vec at chat scale: ~1.3 ms over 20k x 384), appended to on insert and bounded by
@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import sqlite3
 from abc import abstractmethod
 from collections import OrderedDict
@@ -39,11 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from core.embeddings.hashing import fold
 from core.storage.base import OwnedData
 from core.storage.database import Database, Migration, StorageError
 from core.storage.loading import LoadGuard
 from core.storage.owner_changes import EVERY_OWNER, announced, record_change_in
+from core.storage.owner_words import SQL_FUNCTION as OWNER_WORDS
+from core.storage.owner_words import query_terms
 from core.storage.records import Connection, MemoryNode, from_ts, to_ts
 from core.storage.sqlite_nodes import (
     NODE_COLUMNS,
@@ -122,10 +122,39 @@ MIGRATIONS = [
         INSERT INTO nodes_fts(nodes_fts) VALUES ('rebuild');
         """,
     ),
+    Migration(
+        12,
+        "memory graph: full-text search over each person's own words",
+        # See core/storage/owner_words.py. Contentless: the words are in ``nodes`` already.
+        f"""
+        DROP TRIGGER nodes_fts_insert;
+        DROP TRIGGER nodes_fts_delete;
+        DROP TRIGGER nodes_fts_update;
+        DROP TABLE nodes_fts;
+        DROP VIEW graph_fts_source;
+        CREATE VIRTUAL TABLE nodes_words USING fts5(
+            words, content = '', detail = none, tokenize = "porter ascii"
+        );
+        CREATE TRIGGER nodes_words_insert AFTER INSERT ON nodes BEGIN
+            INSERT INTO nodes_words(rowid, words)
+            VALUES (new.rowid, {OWNER_WORDS}(new.owner, new.content));
+        END;
+        CREATE TRIGGER nodes_words_delete AFTER DELETE ON nodes BEGIN
+            INSERT INTO nodes_words(nodes_words, rowid, words)
+            VALUES ('delete', old.rowid, {OWNER_WORDS}(old.owner, old.content));
+        END;
+        CREATE TRIGGER nodes_words_update AFTER UPDATE OF owner, content ON nodes BEGIN
+            INSERT INTO nodes_words(nodes_words, rowid, words)
+            VALUES ('delete', old.rowid, {OWNER_WORDS}(old.owner, old.content));
+            INSERT INTO nodes_words(rowid, words)
+            VALUES (new.rowid, {OWNER_WORDS}(new.owner, new.content));
+        END;
+        INSERT INTO nodes_words(rowid, words)
+            SELECT rowid, {OWNER_WORDS}(owner, content) FROM nodes;
+        """,
+    ),
 ]
 
-_FTS_WORD = re.compile(r"\w+", re.UNICODE)
-MAX_FTS_TERMS = 24  # a pasted essay must not become a 500-term OR query
 FTS_WINDOW = 500  # latest matching rows of the owner ranked per full-text search
 MAX_COUNTED_OWNERS = 100_000  # owners whose node count is kept in memory
 # Vector search: exact up to this many rows of one owner, binary codes + exact rescoring
@@ -162,31 +191,6 @@ class NodePlace:
 
     ts: float
     scope: str
-
-
-def owner_token(owner: str) -> str:
-    """The FTS token that stands for an owner (matches SQL ``'o' || hex(owner)``)."""
-    return "o" + owner.encode("utf-8").hex()
-
-
-def fts_terms(text: str, stop_words: Iterable[str] = ()) -> list[str]:
-    """Free text as safe FTS5 terms: folded words, quoted, stop words out (unless nothing
-    else is left), at most ``MAX_FTS_TERMS``."""
-    stop = set(stop_words)
-    words: dict[str, None] = {}
-    for word in _FTS_WORD.findall(fold(text)):
-        if word not in stop and len(word) > 1:
-            words.setdefault(word, None)
-    if not words and stop:  # a query made only of stop words still searches them
-        return fts_terms(text)
-    return [f'"{w}"' for w in list(words)[:MAX_FTS_TERMS]]
-
-
-def fts_query(text: str, stop_words: Iterable[str] = ()) -> str | None:
-    """The terms of :func:`fts_terms` ORed into one FTS5 expression; None when nothing is
-    left to match."""
-    terms = fts_terms(text, stop_words)
-    return " OR ".join(terms) if terms else None
 
 
 class GraphStore(OwnedData):
@@ -797,13 +801,12 @@ class SQLiteGraphStore(GraphStore):
         at: datetime | None = None,
         stop_words: Iterable[str] = (),
     ) -> list[tuple[str, float]]:
-        terms = fts_terms(query, stop_words)
+        terms = query_terms(owner, query, stop_words)
         if not terms or k <= 0 or (scopes is not None and not scopes):
             return []
         excluded = set(exclude)
         documents = await self._document_count(owner)
-        token = owner_token(owner)
-        any_term = f"otok : {token} AND content : ({' OR '.join(terms)})"
+        any_term = " OR ".join(terms)
         until = to_ts(at) if at is not None else math.inf
 
         def read(raw: sqlite3.Connection) -> tuple[float, list[Any], list[set[int]]]:
@@ -811,13 +814,13 @@ class SQLiteGraphStore(GraphStore):
             # SQLite hands the GIL back at every row it steps through, and each time the
             # event loop's thread then has to wait to take it again.
             # The owner's latest ``FTS_WINDOW`` rows holding any of the words (FTS5 walks
-            # the postings ANDed with the owner's token, newest first, and stops)...
+            # the person's own postings, newest first, and stops)...
             # JSON prints a time with 15 digits, not exactly: whether it is in time is
             # decided here, in SQLite, on the stored value.
             found = raw.execute(
                 "SELECT json_group_array(json_array(n.rowid, n.id, n.ts, n.scope, n.ts <= ?))"
                 " FROM ("
-                "  SELECT rowid AS rid FROM nodes_fts WHERE nodes_fts MATCH ?"
+                "  SELECT rowid AS rid FROM nodes_words WHERE nodes_words MATCH ?"
                 "  ORDER BY rowid DESC LIMIT ?"
                 ") AS f JOIN nodes n ON n.rowid = f.rid WHERE n.owner = ?",
                 (until, any_term, FTS_WINDOW, owner),
@@ -831,9 +834,9 @@ class SQLiteGraphStore(GraphStore):
                 set(
                     json.loads(
                         raw.execute(
-                            "SELECT json_group_array(rowid) FROM nodes_fts"
-                            " WHERE nodes_fts MATCH ? AND rowid >= ?",
-                            (f"otok : {token} AND content : {term}", lowest),
+                            "SELECT json_group_array(rowid) FROM nodes_words"
+                            " WHERE nodes_words MATCH ? AND rowid >= ?",
+                            (term, lowest),
                         ).fetchone()[0]
                     )
                 )

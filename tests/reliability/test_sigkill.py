@@ -106,7 +106,7 @@ def check_clean(conn: sqlite3.Connection) -> None:
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     # Full-text indexes agree with their tables (raises on a mismatch).
-    conn.execute("INSERT INTO nodes_fts(nodes_fts) VALUES ('integrity-check')")
+    conn.execute("INSERT INTO nodes_words(nodes_words) VALUES ('integrity-check')")
     # A node is written together with its embedding, in one transaction.
     orphans = conn.execute(
         "SELECT count(*) FROM nodes n LEFT JOIN graph_embeddings e ON e.node_id = n.id"

@@ -15,7 +15,8 @@ from core.embeddings import HashingEmbedder
 from core.memory.connections import similarity_threshold
 from core.memory.graph import GraphMemory
 from core.storage import MemoryNode, NodeType, SQLiteStorage
-from core.storage.sqlite_graph import EmbeddingModelMismatch, fts_query, owner_token
+from core.storage.owner_words import query_terms
+from core.storage.sqlite_graph import EmbeddingModelMismatch
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 OWNER = "telegram:42"
@@ -135,15 +136,6 @@ async def test_full_text_search_folds_accents(memory: GraphMemory, storage: SQLi
     assert [h[0] for h in hits] == ["n2"]
     # Another owner's rows never match, even on the same word.
     assert await storage.graph.text_search("telegram:7", "cabeça", k=5) == []
-
-
-def test_fts_query_is_safe_for_any_text() -> None:
-    assert (
-        fts_query('a "quoted" OR NEAR(x) * col:umn')
-        == '"quoted" OR "or" OR "near" OR "col" OR "umn"'
-    )
-    assert fts_query("?!") is None
-    assert owner_token("telegram:42") == "o" + b"telegram:42".hex()
 
 
 async def test_each_kind_of_connection_with_its_strength(memory: GraphMemory) -> None:
@@ -340,8 +332,12 @@ async def test_forget_me_removes_graph_rows(memory: GraphMemory, storage: SQLite
     assert [
         r.node.id for r in await memory.search_with_connections("dor de cabeça", "telegram:7")
     ] == ["o1"]
-    fts = await storage.db.fetchone("SELECT COUNT(*) FROM nodes_fts WHERE nodes_fts MATCH 'cabeca'")
-    assert fts is not None and fts[0] == 1
+    for owner, expected in ((OWNER, 0), ("telegram:7", 1)):
+        fts = await storage.db.fetchone(
+            "SELECT COUNT(*) FROM nodes_words WHERE nodes_words MATCH ?",
+            (query_terms(owner, "cabeça")[0],),
+        )
+        assert fts is not None and fts[0] == expected, owner
 
 
 async def test_vector_cache_stays_within_its_bound(storage: SQLiteStorage) -> None:
