@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -13,13 +11,6 @@ from core.storage.records import UserRecord
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 KEY = "telegram:5"
-
-
-@pytest.fixture
-async def storage(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    store = SQLiteStorage(tmp_path / "akira.db")
-    async with store:
-        yield store
 
 
 async def from_database(storage: SQLiteStorage, key: str) -> UserRecord | None:

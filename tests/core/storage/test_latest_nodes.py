@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-
-import pytest
 
 from core.embeddings import HashingEmbedder
 from core.memory.graph import GraphMemory
@@ -17,15 +13,7 @@ from core.storage.sqlite_nodes import LATEST_PER_OWNER
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 OWNER = "telegram:1"
 OTHER = "telegram:2"
-
-
-@pytest.fixture
-async def storage(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    store = SQLiteStorage(tmp_path / "akira.db")
-    async with store:
-        for owner in (OWNER, OTHER):
-            await store.users.ensure(owner)
-        yield store
+OWNERS = (OWNER, OTHER)
 
 
 def make_node(i: int, rng: random.Random, owner: str = OWNER) -> MemoryNode:

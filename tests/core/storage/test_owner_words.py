@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-import pytest
 
 from core.storage import SQLiteStorage
 from core.storage.database import Database
@@ -16,6 +13,7 @@ from core.storage.records import MemoryNode, NodeType, to_ts
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 ANA, BIA = "telegram:1", "discord:2"
+OWNERS = (ANA, BIA)
 
 
 def turn(node_id: str, owner: str, content: str, minutes: int = 0) -> MemoryNode:
@@ -26,15 +24,6 @@ def turn(node_id: str, owner: str, content: str, minutes: int = 0) -> MemoryNode
         type=NodeType.USER_MESSAGE,
         timestamp=T0 + timedelta(minutes=minutes),
     )
-
-
-@pytest.fixture
-async def storage(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    store = SQLiteStorage(tmp_path / "akira.db")
-    async with store:
-        for owner in (ANA, BIA):
-            await store.users.ensure(owner)
-        yield store
 
 
 async def found(storage: SQLiteStorage, owner: str, query: str) -> list[str]:
