@@ -420,6 +420,9 @@ class _RemoteResponder:
         @asynccontextmanager
         async def _typing() -> AsyncIterator[None]:
             self.link.write(("typing", self.request, True))
+            # Out now, not at the end of this turn of the loop: whatever runs next
+            # before the turn ends (a model that blocks) must not hold the indicator back.
+            self.link.link.flush()
             try:
                 yield
             finally:

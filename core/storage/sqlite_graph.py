@@ -42,8 +42,8 @@ from core.storage.base import OwnedData
 from core.storage.database import Database, Migration, StorageError
 from core.storage.loading import LoadGuard
 from core.storage.owner_changes import EVERY_OWNER, announced, record_change_in
+from core.storage.owner_words import MAX_QUERY_WORDS, query_terms
 from core.storage.owner_words import SQL_FUNCTION as OWNER_WORDS
-from core.storage.owner_words import query_terms
 from core.storage.records import Connection, MemoryNode, from_ts, to_ts
 from core.storage.sqlite_nodes import (
     NODE_COLUMNS,
@@ -156,6 +156,20 @@ MIGRATIONS = [
 ]
 
 FTS_WINDOW = 500  # latest matching rows of the owner ranked per full-text search
+
+
+@functools.lru_cache(maxsize=MAX_QUERY_WORDS)
+def _words_hits_sql(words: int) -> str:
+    """One statement for ``words`` query words (parameters ``?2``...): (word's index,
+    rowid) of each word's latest ``?1`` rows, as one JSON array."""
+    each = (
+        f"SELECT * FROM (SELECT {i} AS word, rowid FROM nodes_words"
+        f" WHERE nodes_words MATCH ?{i + 2} ORDER BY rowid DESC LIMIT ?1)"
+        for i in range(words)
+    )
+    return f"SELECT json_group_array(json_array(word, rowid)) FROM ({' UNION ALL '.join(each)})"
+
+
 MAX_COUNTED_OWNERS = 100_000  # owners whose node count is kept in memory
 # Vector search: exact up to this many rows of one owner, binary codes + exact rescoring
 # beyond (see _OwnerVectors).
@@ -806,42 +820,39 @@ class SQLiteGraphStore(GraphStore):
             return []
         excluded = set(exclude)
         documents = await self._document_count(owner)
-        any_term = " OR ".join(terms)
         until = to_ts(at) if at is not None else math.inf
 
         def read(raw: sqlite3.Connection) -> tuple[float, list[Any], list[set[int]]]:
             # Each query answers in ONE row (its rows aggregated to JSON inside SQLite):
             # SQLite hands the GIL back at every row it steps through, and each time the
             # event loop's thread then has to wait to take it again.
-            # The owner's latest ``FTS_WINDOW`` rows holding any of the words (FTS5 walks
-            # the person's own postings, newest first, and stops)...
+            # Each word's latest ``FTS_WINDOW`` rows (FTS5 walks the person's own
+            # postings, newest first, and stops), all words in one statement: the window
+            # is the latest ``FTS_WINDOW`` of them all, and a word's rows from the
+            # window's oldest on are all among its own latest. (A query per word cost
+            # half of a search again.)
+            hits = json.loads(
+                raw.execute(_words_hits_sql(len(terms)), (FTS_WINDOW, *terms)).fetchone()[0]
+            )
+            if not hits:
+                return 0.0, [], []
+            rowids = sorted({rowid for _, rowid in hits}, reverse=True)[:FTS_WINDOW]
+            lowest = rowids[-1]
+            per_term: list[set[int]] = [set() for _ in terms]
+            for term, rowid in hits:
+                if rowid >= lowest:
+                    per_term[term].add(rowid)
             # JSON prints a time with 15 digits, not exactly: whether it is in time is
             # decided here, in SQLite, on the stored value.
-            found = raw.execute(
-                "SELECT json_group_array(json_array(n.rowid, n.id, n.ts, n.scope, n.ts <= ?))"
-                " FROM ("
-                "  SELECT rowid AS rid FROM nodes_words WHERE nodes_words MATCH ?"
-                "  ORDER BY rowid DESC LIMIT ?"
-                ") AS f JOIN nodes n ON n.rowid = f.rid WHERE n.owner = ?",
-                (until, any_term, FTS_WINDOW, owner),
-            ).fetchone()[0]
-            window = json.loads(found)
-            if not window:
-                return 0.0, [], []
-            # ...then which of them hold each word: forward from the window's oldest row.
-            lowest = min(r[0] for r in window)
-            per_term = [
-                set(
-                    json.loads(
-                        raw.execute(
-                            "SELECT json_group_array(rowid) FROM nodes_words"
-                            " WHERE nodes_words MATCH ? AND rowid >= ?",
-                            (term, lowest),
-                        ).fetchone()[0]
-                    )
-                )
-                for term in terms
-            ]
+            window = json.loads(
+                raw.execute(
+                    "SELECT json_group_array(json_array(rowid, id, ts, scope, ts <= ?))"
+                    " FROM nodes WHERE rowid IN (SELECT value FROM json_each(?)) AND owner = ?",
+                    (until, json.dumps(rowids), owner),
+                ).fetchone()[0]
+            )
+            if len(rowids) < FTS_WINDOW:
+                return 0.0, window, per_term  # every match was read: nothing to scale
             row = raw.execute("SELECT min(ts) FROM nodes WHERE owner = ?", (owner,)).fetchone()
             return float(row[0]) if row and row[0] is not None else 0.0, window, per_term
 

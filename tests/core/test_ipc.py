@@ -6,6 +6,8 @@ import asyncio
 import socket
 from typing import Any
 
+import pytest
+
 from core.ipc import HEADER, FrameDecoder, FrameProtocol, frame
 
 
@@ -36,7 +38,8 @@ async def test_frames_are_handed_over_in_order_and_garbage_closes_the_socket() -
             await asyncio.sleep(0.01)
         assert got == [("send", 1, "a"), ("done", 1, None)]
         protocol.write(("sent", 1, None))  # the other way
-        header = theirs.recv(HEADER.size)
+        theirs.settimeout(5)
+        header = await loop.run_in_executor(None, theirs.recv, HEADER.size)
         (size,) = HEADER.unpack(header)
         assert FrameDecoder().feed(header + theirs.recv(size)) == [("sent", 1, None)]
 
@@ -46,6 +49,31 @@ async def test_frames_are_handed_over_in_order_and_garbage_closes_the_socket() -
         assert why.startswith("sent garbage")
         assert not protocol.open
         protocol.write(("ignored", 2, None))  # dropped, no error: the peer is gone
+    finally:
+        theirs.close()
+        protocol.close()
+
+
+async def test_frames_written_in_one_turn_of_the_loop_go_out_together_at_its_end() -> None:
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    _, protocol = await loop.create_connection(
+        lambda: FrameProtocol("test peer", lambda v: None, lambda why: None), sock=ours
+    )
+    try:
+        theirs.setblocking(False)
+        for n in range(3):
+            protocol.write(("done", n, None))
+        with pytest.raises(BlockingIOError):  # nothing sent yet: the turn is not over
+            theirs.recv(1 << 16)
+        await asyncio.sleep(0)
+        data = theirs.recv(1 << 16)
+        assert FrameDecoder().feed(data) == [("done", n, None) for n in range(3)]
+        # Closing sends what was written before it.
+        protocol.write(("closed",))
+        protocol.close()
+        await asyncio.sleep(0.05)
+        assert FrameDecoder().feed(theirs.recv(1 << 16)) == [("closed",)]
     finally:
         theirs.close()
         protocol.close()
