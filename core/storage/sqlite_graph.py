@@ -191,6 +191,21 @@ MIGRATIONS = [
 FTS_WINDOW = 500  # latest matching rows of the owner ranked per full-text search
 
 
+TAGS_PER_STATEMENT = 16  # tag postings read in one statement (a node has ~5 tags)
+
+
+@functools.lru_cache(maxsize=TAGS_PER_STATEMENT)
+def _tag_postings_sql(tags: int) -> str:
+    """One statement for ``tags`` tags (parameters ``?3``...): (node id, its tag count)
+    of each tag's latest ``?2`` postings of owner ``?1``, as one JSON array."""
+    each = (
+        f"SELECT * FROM (SELECT node_id, ntags FROM graph_tags WHERE owner = ?1"
+        f" AND tag = ?{i + 3} ORDER BY ts DESC LIMIT ?2)"
+        for i in range(tags)
+    )
+    return f"SELECT json_group_array(json_array(node_id, ntags)) FROM ({' UNION ALL '.join(each)})"
+
+
 @functools.lru_cache(maxsize=MAX_QUERY_WORDS)
 def _words_hits_sql(words: int) -> str:
     """One statement for ``words`` query words (parameters ``?2``...): (word's index,
@@ -716,18 +731,18 @@ class SQLiteGraphStore(GraphStore):
         unique = list(dict.fromkeys(tags))
 
         def read(raw: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+            # Only the latest ``per_tag`` postings of each tag: a common tag ("health")
+            # must not make a message's cost grow with the person's whole history. All
+            # tags in one statement, answered in one row (see text_search).
             found: dict[str, tuple[int, int]] = {}
-            for tag in unique:
-                # Only the latest ``per_tag`` postings of each tag: a common tag ("health")
-                # must not make a message's cost grow with the person's whole history.
-                rows = raw.execute(
-                    "SELECT node_id, ntags FROM graph_tags WHERE owner = ? AND tag = ?"
-                    " ORDER BY ts DESC LIMIT ?",
-                    (owner, tag, per_tag),
-                ).fetchall()
-                for row in rows:
-                    common, ntags = found.get(row[0], (0, int(row[1])))
-                    found[row[0]] = (common + 1, ntags)
+            for start in range(0, len(unique), TAGS_PER_STATEMENT):
+                chunk = unique[start : start + TAGS_PER_STATEMENT]
+                sql = _tag_postings_sql(len(chunk))
+                for node_id, ntags in json.loads(
+                    raw.execute(sql, (owner, per_tag, *chunk)).fetchone()[0]
+                ):
+                    common, count = found.get(node_id, (0, int(ntags)))
+                    found[node_id] = (common + 1, count)
             return found
 
         # Bounded by ``per_tag`` rows a tag: a lookup.
