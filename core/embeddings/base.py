@@ -45,6 +45,8 @@ def normalise_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.ndim == 1:
         matrix = matrix[None, :]
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    # Row norms by einsum: np.linalg.norm's generic path costs ~3x as much on the
+    # one-row matrices a message embeds (a few µs, three times a message).
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]
     norms[norms == 0] = 1.0
     return matrix / norms
