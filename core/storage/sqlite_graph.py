@@ -189,9 +189,7 @@ MIGRATIONS = [
 ]
 
 FTS_WINDOW = 500  # latest matching rows of the owner ranked per full-text search
-
-
-TAGS_PER_STATEMENT = 16  # tag postings read in one statement (a node has ~5 tags)
+TAGS_PER_STATEMENT = 16  # tags whose postings one statement reads (a node has ~5)
 
 
 @functools.lru_cache(maxsize=TAGS_PER_STATEMENT)
