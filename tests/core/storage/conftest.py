@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from core.storage import SQLiteStorage
+from core.storage.records import MemoryNode, NodeType
+
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def turn(
+    node_id: str,
+    owner: str,
+    content: str | None = None,
+    *,
+    minutes: int = 0,
+    tags: Sequence[str] = (),
+) -> MemoryNode:
+    """``owner``'s message ``minutes`` after ``T0`` (content: "turn <id>" unless given)."""
+    return MemoryNode(
+        id=node_id,
+        owner=owner,
+        content=f"turn {node_id}" if content is None else content,
+        type=NodeType.USER_MESSAGE,
+        timestamp=T0 + timedelta(minutes=minutes),
+        tags=list(tags),
+    )
 
 
 @pytest.fixture

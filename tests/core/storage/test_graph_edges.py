@@ -3,26 +3,16 @@ nodes of one person, and gone with either of their nodes."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 from core.storage import SQLiteStorage
 from core.storage.database import Database
-from core.storage.records import Connection, MemoryNode, NodeType, to_ts
+from core.storage.records import Connection, to_ts
+from tests.core.storage.conftest import T0, turn
 
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 ANA, BIA = "telegram:1", "discord:2"
 OWNERS = (ANA, BIA)
-
-
-def turn(node_id: str, owner: str, minutes: int = 0) -> MemoryNode:
-    return MemoryNode(
-        id=node_id,
-        owner=owner,
-        content=f"turn {node_id}",
-        type=NodeType.USER_MESSAGE,
-        timestamp=T0 + timedelta(minutes=minutes),
-    )
 
 
 async def edges(storage: SQLiteStorage) -> set[tuple[str, str, str]]:
@@ -36,7 +26,7 @@ async def test_an_edge_is_written_only_to_a_node_of_the_same_person(
     await storage.graph.add_node(turn("a1", ANA), vector=None, model="test")
     await storage.graph.add_node(turn("b1", BIA), vector=None, model="test")
     await storage.graph.add_node(
-        turn("a2", ANA, 1),
+        turn("a2", ANA, minutes=1),
         vector=None,
         model="test",
         connections=[
@@ -53,13 +43,13 @@ async def test_deleting_a_node_removes_its_edges_both_ways_and_no_others(
 ) -> None:
     await storage.graph.add_node(turn("a1", ANA), vector=None, model="test")
     await storage.graph.add_node(
-        turn("a2", ANA, 1),
+        turn("a2", ANA, minutes=1),
         vector=None,
         model="test",
         connections=[Connection("a1", "follow_up", 0.9, "")],
     )
     await storage.graph.add_node(
-        turn("a3", ANA, 2),
+        turn("a3", ANA, minutes=2),
         vector=None,
         model="test",
         connections=[Connection("a2", "follow_up", 0.9, ""), Connection("a1", "similar", 0.7, "")],

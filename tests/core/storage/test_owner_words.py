@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from core.storage import SQLiteStorage
 from core.storage.database import Database
 from core.storage.owner_words import owner_key, owner_word, owner_words, query_terms
-from core.storage.records import MemoryNode, NodeType, to_ts
+from core.storage.records import to_ts
+from tests.core.storage.conftest import T0, turn
 
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 ANA, BIA = "telegram:1", "discord:2"
 OWNERS = (ANA, BIA)
-
-
-def turn(node_id: str, owner: str, content: str, minutes: int = 0) -> MemoryNode:
-    return MemoryNode(
-        id=node_id,
-        owner=owner,
-        content=content,
-        type=NodeType.USER_MESSAGE,
-        timestamp=T0 + timedelta(minutes=minutes),
-    )
 
 
 async def found(storage: SQLiteStorage, owner: str, query: str) -> list[str]:
