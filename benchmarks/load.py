@@ -15,9 +15,9 @@ Prints one JSON object:
     overhead_p50_ms, overhead_p99_ms, throughput_per_s, ...,
     cpu_ms_per_message (every thread of every process), loop_cpu_ms_per_message (this
     process's event loop thread), writer_cpu_ms_per_message (the database writer process;
-    ``--writer loop``: none), workers_cpu_ms_per_message (the engine's worker processes,
-    ``--workers`` above 1: then this process runs only the simulated people and the
-    adapter's side)
+    ``--writer loop``: none), workers_cpu_ms_per_message (the engine's worker processes
+    and their own writer processes, ``--workers`` above 1: then this process runs only the
+    simulated people and the adapter's side)
 
 CPU per message is the steadier figure for comparing changes on a noisy machine; latency
 depends on how close the offered load (users / pause) is to what that CPU allows.
@@ -327,6 +327,25 @@ def process_cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def with_descendants(pids: Sequence[int | None]) -> list[int]:
+    """``pids`` and every process below them: an engine worker's own database writer
+    process (``--writer process``) is the worker's child, not this process's."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # gone meanwhile
+            continue
+        children[int(fields[1])].append(int(stat.parent.name))  # field 4: the parent's id
+    found: list[int] = []
+    todo = [pid for pid in pids if pid is not None]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="akira-load-") as tmp:
         bot = {
@@ -372,7 +391,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if args.writer == "process" and not await db_handle.wait_writer():
                 raise SystemExit("the database writer process did not start")
             writer_pid = db_handle.writer_pid
-        worker_pids = [] if isinstance(engine, Engine) else list(engine.worker_pids)
+        worker_pids = [] if isinstance(engine, Engine) else with_descendants(engine.worker_pids)
         setup_s = time.perf_counter() - setup_started
         if not args.default_gc:
             tune_garbage_collector()  # as `akira-bot run` does once it has started
