@@ -113,6 +113,14 @@ def check_clean(conn: sqlite3.Connection) -> None:
         " WHERE e.node_id IS NULL"
     ).fetchone()[0]
     assert orphans == 0
+    # Edges carry no foreign keys (schema 13): both ends must still be nodes of the
+    # edge's owner.
+    dangling = conn.execute(
+        "SELECT count(*) FROM graph_connections c WHERE NOT EXISTS"
+        " (SELECT 1 FROM nodes WHERE id = c.from_id AND owner = c.owner) OR NOT EXISTS"
+        " (SELECT 1 FROM nodes WHERE id = c.to_id AND owner = c.owner)"
+    ).fetchone()[0]
+    assert dangling == 0
 
 
 def check_database(db_path: Path, acks: set[tuple[int, int]]) -> dict[str, list[str]]:
