@@ -315,15 +315,21 @@ def verify_database(db_path: Path, users: int, messages: int) -> tuple[int, int,
     return distinct, replies, inversions
 
 
+def stat_fields(stat: Path) -> list[str] | None:
+    """The fields of a ``/proc/<pid>/stat`` after the command name, from field 3 (the
+    state) on (proc(5)); None when the process is gone."""
+    try:
+        return stat.read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
 def process_cpu_s(pid: int | None) -> float:
     """CPU seconds (user + system) used so far by process ``pid``; 0 without one."""
-    if pid is None:
+    fields = stat_fields(Path(f"/proc/{pid}/stat")) if pid is not None else None
+    if fields is None:
         return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    # After the command name: state is field 3, utime 14 and stime 15 (proc(5)).
+    # utime is field 14 and stime 15.
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -332,11 +338,9 @@ def with_descendants(pids: Sequence[int | None]) -> list[int]:
     process (``--writer process``) is the worker's child, not this process's."""
     children: dict[int, list[int]] = defaultdict(list)
     for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:  # gone meanwhile
-            continue
-        children[int(fields[1])].append(int(stat.parent.name))  # field 4: the parent's id
+        fields = stat_fields(stat)
+        if fields is not None:  # field 4: the parent's id
+            children[int(fields[1])].append(int(stat.parent.name))
     found: list[int] = []
     todo = [pid for pid in pids if pid is not None]
     while todo:
