@@ -1,5 +1,5 @@
-"""Edges of the memory graph (``graph_connections``, schema 13): written only between two
-nodes of one person, and gone with either of their nodes."""
+"""Edges of the memory graph (``graph_connections``, schemas 13 and 14): written only
+between two nodes of one person, found from either end, and gone with either node."""
 
 from __future__ import annotations
 
@@ -36,6 +36,27 @@ async def test_an_edge_is_written_only_to_a_node_of_the_same_person(
         ],
     )
     assert await edges(storage) == {(ANA, "a2", "a1")}
+
+
+async def test_a_nodes_incoming_edges_are_found_through_the_owners_index(
+    storage: SQLiteStorage,
+) -> None:
+    for owner, prefix in ((ANA, "a"), (BIA, "b")):
+        await storage.graph.add_node(turn(f"{prefix}1", owner), vector=None, model="test")
+        for minutes in (1, 2):
+            await storage.graph.add_node(
+                turn(f"{prefix}{minutes + 1}", owner, minutes=minutes),
+                vector=None,
+                model="test",
+                connections=[Connection(f"{prefix}1", "similar", 0.8, "")],
+            )
+    found = await storage.graph.edges(ANA, ["a1"])
+    assert {(e.from_id, e.to_id) for e in found} == {("a2", "a1"), ("a3", "a1")}
+    [(_, _, _, plan)] = await storage.db.fetchall(
+        "EXPLAIN QUERY PLAN SELECT from_id FROM graph_connections WHERE owner = ? AND to_id = ?",
+        (ANA, "a1"),
+    )
+    assert "graph_connections_to (owner=? AND to_id=?)" in plan
 
 
 async def test_deleting_a_node_removes_its_edges_both_ways_and_no_others(
@@ -93,5 +114,8 @@ async def test_a_database_from_schema_12_keeps_its_edges_on_upgrade(tmp_path: Pa
         assert await storage.db.fetchall("PRAGMA foreign_key_list(graph_connections)") == []
         indexes = {r[1] for r in await storage.db.fetchall("PRAGMA index_list(graph_connections)")}
         assert "graph_connections_to" in indexes and "graph_connections_from" not in indexes
+        # Schema 14: incoming edges indexed by owner, then target.
+        columns = await storage.db.fetchall("PRAGMA index_info(graph_connections_to)")
+        assert [r[2] for r in columns] == ["owner", "to_id"]
         await storage.db.run(lambda raw: raw.execute("DELETE FROM nodes WHERE id = 'a1'"))
         assert await edges(storage) == {(ANA, "a3", "a2")}
