@@ -27,6 +27,7 @@ tokens it was given when the row was added.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable
@@ -43,6 +44,7 @@ _SHORT_WORD_END = "\u00b7"  # a middle dot: see owner_word
 MAX_QUERY_WORDS = 24  # a pasted essay must not become a 500-term OR query
 
 
+@functools.lru_cache(maxsize=4096)  # every node written and every search asks for one
 def owner_key(owner: str) -> str:
     """The fixed-length, consonants-only prefix standing for ``owner``."""
     number = int.from_bytes(hashlib.blake2b(owner.encode("utf-8"), digest_size=8).digest())
