@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -85,6 +86,15 @@ class GuardStage:
         return True
 
 
+async def _language_saved(saving: asyncio.Task[None], owner: str) -> None:
+    """Wait for the person's language to be stored. A failure costs only the preference
+    (the message was answered in the language detected): logged, not raised."""
+    try:
+        await saving
+    except Exception:
+        log.warning("could not store the language of %s", owner, exc_info=True)
+
+
 class IdentifyStage:
     """Makes sure the person exists in storage and picks their language."""
 
@@ -104,10 +114,19 @@ class IdentifyStage:
             or normalise_locale(message.locale)
             or ctx.services.config.default_language
         )
+        saving: asyncio.Task[None] | None = None
         if detected and detected != ctx.user.language:
-            await users.set_language(ctx.owner, detected)
+            # Beside the rest of the message, not before it: the write joins the group
+            # commit of the message's own persist instead of waiting for one of its own
+            # (in a bilingual chat, every other message did). Awaited before the
+            # person's next message starts, so their writes stay in order.
+            saving = asyncio.ensure_future(users.set_language(ctx.owner, detected))
         ctx.language = language
-        await call_next()
+        try:
+            await call_next()
+        finally:
+            if saving is not None:
+                await _language_saved(saving, ctx.owner)
 
 
 class PersistStage:
