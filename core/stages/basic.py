@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
@@ -86,15 +85,6 @@ class GuardStage:
         return True
 
 
-async def _language_saved(saving: asyncio.Task[None], owner: str) -> None:
-    """Wait for the person's language to be stored. A failure costs only the preference
-    (the message was answered in the language detected): logged, not raised."""
-    try:
-        await saving
-    except Exception:
-        log.warning("could not store the language of %s", owner, exc_info=True)
-
-
 class IdentifyStage:
     """Makes sure the person exists in storage and picks their language."""
 
@@ -114,19 +104,10 @@ class IdentifyStage:
             or normalise_locale(message.locale)
             or ctx.services.config.default_language
         )
-        saving: asyncio.Task[None] | None = None
         if detected and detected != ctx.user.language:
-            # Beside the rest of the message, not before it: the write joins the group
-            # commit of the message's own persist instead of waiting for one of its own
-            # (in a bilingual chat, every other message did). Awaited before the
-            # person's next message starts, so their writes stay in order.
-            saving = asyncio.ensure_future(users.set_language(ctx.owner, detected))
+            await users.set_language(ctx.owner, detected)
         ctx.language = language
-        try:
-            await call_next()
-        finally:
-            if saving is not None:
-                await _language_saved(saving, ctx.owner)
+        await call_next()
 
 
 class PersistStage:

@@ -10,7 +10,6 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from core.emotion import (
     EmotionalState,
@@ -58,14 +57,11 @@ class EmotionTracker:
         readings: Sequence[tuple[EmotionReading, datetime]],
         *,
         announce: bool = False,
-        first: asyncio.Future[EmotionalState] | None = None,
     ) -> EmotionalState:
         """Apply the readings to the stored state in one transaction (imports and live
         messages of one person may overlap: no update is lost). ``announce``: an import
         (not the process serving the person) tells the other processes, which then read
-        the person's profile again (see SQLiteUserStore.change_profile_with). ``first``
-        gets the state as first made, from the profile as it stood, before the write
-        (see :meth:`update_beside`)."""
+        the person's profile again (see SQLiteUserStore.change_profile_with)."""
 
         computed: list[EmotionalState] = []
 
@@ -73,32 +69,13 @@ class EmotionTracker:
             state = EmotionalState.from_dict(current if isinstance(current, dict) else None)
             for reading, at in readings:
                 state = apply_reading(state, reading, at, self.rules)
-            # Made again when another write changed the profile first; the last one made
-            # is what gets stored. Kept as built: reading the stored dict back cost a
-            # second parse of the history.
+            # A group commit may run this twice; the last run is what gets stored. Kept
+            # as built: reading the stored dict back cost a second parse of the history.
             computed[:] = [state]
-            if first is not None and not first.done():
-                first.set_result(state)
             return state.to_dict()
 
         await self.storage.users.change_profile(owner, PROFILE_KEY, change, announce=announce)
         return computed[-1]
-
-    async def update_beside(
-        self, owner: str, readings: Sequence[tuple[EmotionReading, datetime]]
-    ) -> tuple[EmotionalState, asyncio.Task[EmotionalState]]:
-        """The state after ``readings``, made from the profile as it stands, and the task
-        storing it (:meth:`update_many`), which the caller awaits later: a live message
-        needs the state for its tone, not the commit, so it goes on while the write
-        joins the next group commit. If another process changed the profile meanwhile,
-        what is stored is made again from the new profile and may differ from what this
-        returns (one reply's tone; the stored state loses nothing)."""
-        first: asyncio.Future[EmotionalState] = asyncio.get_running_loop().create_future()
-        storing = asyncio.ensure_future(self.update_many(owner, readings, first=first))
-        await asyncio.wait([first, storing], return_when=asyncio.FIRST_COMPLETED)
-        if first.done():
-            return first.result(), storing
-        return storing.result(), storing  # failed before making it: raises the error
 
     def tone(self, state: EmotionalState, at: datetime) -> Tone:
         return current_tone(state, at, self.states)
@@ -124,24 +101,20 @@ class EmotionStage:
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
         at = ctx.message.sent_at
-        # The state and the message's emotion are stored beside the rest of the message,
-        # not before it: they join the next group commit instead of holding the reply
-        # back for one of their own. Both are stored before the person's next message
-        # starts (its stage reads the state this one wrote).
-        storing: list[asyncio.Future[Any]] = []
         try:
             (reading,) = await self.tracker.detect([ctx.text])
-            state, stored = await self.tracker.update_beside(ctx.owner, [(reading, at)])
-            storing.append(stored)
+            update = self.tracker.update_many(ctx.owner, [(reading, at)])
             if ctx.node is not None:
-                storing.append(
-                    asyncio.ensure_future(
-                        ctx.services.storage.nodes.set_emotion(
-                            ctx.owner, ctx.node.id, reading.label, reading.score
-                        )
-                    )
+                # Both writes go to the database together: one commit to wait for.
+                state, _ = await asyncio.gather(
+                    update,
+                    ctx.services.storage.nodes.set_emotion(
+                        ctx.owner, ctx.node.id, reading.label, reading.score
+                    ),
                 )
                 ctx.node.emotion, ctx.node.emotion_score = reading.label, reading.score
+            else:
+                state = await update
             tone = self.tracker.tone(state, at)
         except Exception:
             # Emotion enriches the reply; it must never cost the person their answer.
@@ -150,15 +123,4 @@ class EmotionStage:
             ctx.extras["emotion"] = reading
             ctx.extras["tone"] = tone
             ctx.sections.append(self.tracker.section(tone, ctx.language))
-        try:
-            await call_next()
-        finally:
-            if storing:
-                await asyncio.wait(storing)
-                for write in storing:
-                    if not write.cancelled() and write.exception() is not None:
-                        log.error(
-                            "storing the emotion of %s's message failed",
-                            ctx.owner,
-                            exc_info=write.exception(),
-                        )
+        await call_next()

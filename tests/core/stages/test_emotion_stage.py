@@ -107,31 +107,3 @@ async def test_the_state_given_back_is_the_state_stored(engine_factory) -> None:
     )
     assert state == stored
     assert stored.emotional_state == "agressivo" and stored.aggressive_count == 1
-
-
-async def test_a_state_that_cannot_be_stored_still_gives_the_reply_its_tone(
-    engine_factory, caplog
-) -> None:
-    """The state is stored beside the rest of the message: a failed write is logged, the
-    reply keeps the tone read, and the message itself is stored."""
-    engine, provider = await engine_factory(["Entendo."], emotion={"detector": "lexicon"})
-    await ask(engine, make_message("oi", user="3", at=DAY0))
-    # A real SQLite failure on exactly that write: the profile refuses updates.
-    await engine.storage.db.run(
-        lambda raw: raw.execute(
-            "CREATE TRIGGER no_profile BEFORE UPDATE OF profile ON users"
-            " BEGIN SELECT RAISE(ABORT, 'profile is read-only'); END"
-        )
-    )
-    text = "você é inútil! essa resposta é ridícula"
-    with caplog.at_level("ERROR", logger="core.stages.emotion"):
-        replies = await ask(engine, make_message(text, user="3", at=DAY0 + timedelta(minutes=1)))
-    assert replies.texts == ["Entendo."]
-    assert STRICT in system_prompt(provider)  # the tone of what was read
-    assert "storing the emotion of telegram:3's message failed" in caplog.text
-    profile = (await engine.storage.users.get("telegram:3")).profile
-    assert EmotionalState.from_dict(profile.get("emotion")).aggressive_count == 0
-    rows = await engine.storage.db.fetchall(
-        "SELECT content, emotion FROM nodes WHERE owner = 'telegram:3' AND type = 'user_message'"
-    )
-    assert (text, "agressivo") in [(r[0], r[1]) for r in rows]  # its emotion too
