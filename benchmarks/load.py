@@ -13,6 +13,8 @@ Prints one JSON object:
 
     messages, stored, delivered, lost, duplicates, out_of_order,
     overhead_p50_ms, overhead_p99_ms, throughput_per_s, ...,
+    slowest_1pct_in_busiest_2s (the share of the slowest 1% that started in one 2-second
+    window: near 1, the tail is a stall; small, a queue all along the run),
     cpu_ms_per_message (every thread of every process), loop_cpu_ms_per_message (this
     process's event loop thread), writer_cpu_ms_per_message (the database writer process;
     ``--writer loop``: none), workers_cpu_ms_per_message (the engine's worker processes
@@ -315,6 +317,28 @@ def verify_database(db_path: Path, users: int, messages: int) -> tuple[int, int,
     return distinct, replies, inversions
 
 
+TAIL_WINDOW_S = 2.0
+
+
+def tail_bunching(overheads: Sequence[float], started_at: Sequence[float]) -> dict[str, float]:
+    """Where the slowest 1% of messages (by overhead) started: the share of them that
+    started in the busiest ``TAIL_WINDOW_S`` window, and when that window began. A share
+    near 1 means the tail is a stall (everything in flight then waited); a small one, a
+    steady queue all along the run."""
+    if not overheads:
+        return {"slowest_1pct_in_busiest_2s": 0.0, "slowest_1pct_busiest_2s_start_s": 0.0}
+    count = max(1, len(overheads) // 100)
+    slowest = sorted(range(len(overheads)), key=overheads.__getitem__)[-count:]
+    windows: dict[int, int] = defaultdict(int)
+    for i in slowest:
+        windows[int(started_at[i] // TAIL_WINDOW_S)] += 1
+    window, most = max(windows.items(), key=lambda item: (item[1], -item[0]))
+    return {
+        "slowest_1pct_in_busiest_2s": round(most / count, 3),
+        "slowest_1pct_busiest_2s_start_s": round(window * TAIL_WINDOW_S, 1),
+    }
+
+
 def stat_fields(stat: Path) -> list[str] | None:
     """The fields of a ``/proc/<pid>/stat`` after the command name, from field 3 (the
     state) on (proc(5)); None when the process is gone."""
@@ -460,11 +484,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         out_of_order += sum(1 for a, b in itertools.pairwise(order) if b < a)
 
     overheads = []
+    started_at = []  # seconds into the run each message could start, as overheads
     for token, (_submitted, start, done) in timings.items():
         if done == 0.0:
             continue
         llm_s = llm_latency_s(token, llm.low, llm.high, llm.seed)
         overheads.append(max(0.0, (done - start) - llm_s) * 1000)
+        started_at.append(start - started)
 
     result: dict[str, Any] = {
         "messages": total,
@@ -476,6 +502,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "overhead_p50_ms": round(percentile(overheads, 0.50), 2),
         "overhead_p99_ms": round(percentile(overheads, 0.99), 2),
         "overhead_max_ms": round(max(overheads, default=0.0), 2),
+        **tail_bunching(overheads, started_at),
         "throughput_per_s": round(total / elapsed, 1),
         "elapsed_s": round(elapsed, 2),
         "cpu_ms_per_message": round((cpu_s + workers_cpu_s) * 1000 / total, 2),

@@ -1,0 +1,49 @@
+"""The load benchmark itself: its counts at a small size, and how it reads the tail."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.load import tail_bunching
+
+LOAD = Path(__file__).resolve().parents[2] / "benchmarks" / "load.py"
+
+
+def test_a_tail_from_one_stall_is_bunched_and_a_steady_one_is_not() -> None:
+    started_at = [i * 0.01 for i in range(1000)]  # 10 s of messages
+    stalled = [5.0] * 1000
+    for i in range(500, 520):  # everything that started 5.0-5.2 s in waited
+        stalled[i] = 400.0
+    assert tail_bunching(stalled, started_at) == {
+        "slowest_1pct_in_busiest_2s": 1.0,
+        "slowest_1pct_busiest_2s_start_s": 4.0,
+    }
+    steady = [400.0 if i % 100 == 0 else 5.0 for i in range(1000)]  # one in 100, all along
+    assert tail_bunching(steady, started_at)["slowest_1pct_in_busiest_2s"] == 0.2
+    assert tail_bunching([], []) == {
+        "slowest_1pct_in_busiest_2s": 0.0,
+        "slowest_1pct_busiest_2s_start_s": 0.0,
+    }
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_message_is_stored_and_answered_once_in_order(workers: int) -> None:
+    size = ["--users", "20", "--messages", "3", "--think-ms", "20"]
+    run = subprocess.run(
+        [sys.executable, str(LOAD), *size, "--workers", str(workers)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert result["messages"] == result["stored"] == result["delivered"] == 60
+    assert (result["lost"], result["duplicates"], result["out_of_order"]) == (0, 0, 0)
+    assert result["leaks"] == 0 and result["stored_replies"] == 60
+    assert 0.0 < result["slowest_1pct_in_busiest_2s"] <= 1.0
+    assert result["config"]["workers"] == workers
