@@ -18,7 +18,7 @@ class BackgroundTasks:
         self._semaphore = asyncio.Semaphore(limit)
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def spawn(self, work: Awaitable[None], name: str = "background") -> None:
+    def spawn(self, work: Awaitable[None], name: str = "background") -> asyncio.Task[None]:
         async def run() -> None:
             try:
                 async with self._semaphore:
@@ -35,6 +35,7 @@ class BackgroundTasks:
         task = asyncio.get_running_loop().create_task(run(), name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     @property
     def pending(self) -> int:

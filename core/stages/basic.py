@@ -105,7 +105,8 @@ class IdentifyStage:
             or ctx.services.config.default_language
         )
         if detected and detected != ctx.user.language:
-            await users.set_language(ctx.owner, detected)
+            # This reply uses what was detected; the write need not hold it up.
+            await users.set_language(ctx.owner, detected, wait=False)
         ctx.language = language
         await call_next()
 

@@ -57,6 +57,7 @@ class EmotionTracker:
         readings: Sequence[tuple[EmotionReading, datetime]],
         *,
         announce: bool = False,
+        wait: bool = True,
     ) -> EmotionalState:
         """Apply the readings to the stored state in one transaction (imports and live
         messages of one person may overlap: no update is lost). ``announce``: an import
@@ -74,7 +75,9 @@ class EmotionTracker:
             computed[:] = [state]
             return state.to_dict()
 
-        await self.storage.users.change_profile(owner, PROFILE_KEY, change, announce=announce)
+        await self.storage.users.change_profile(
+            owner, PROFILE_KEY, change, announce=announce, wait=wait
+        )
         return computed[-1]
 
     def tone(self, state: EmotionalState, at: datetime) -> Tone:
@@ -103,18 +106,15 @@ class EmotionStage:
         at = ctx.message.sent_at
         try:
             (reading,) = await self.tracker.detect([ctx.text])
-            update = self.tracker.update_many(ctx.owner, [(reading, at)])
+            # The reply needs the new state, not its commit: both writes commit in the
+            # background (the message itself is already stored), which takes a commit
+            # wait, the longest under load, off the way to the reply.
+            state = await self.tracker.update_many(ctx.owner, [(reading, at)], wait=False)
             if ctx.node is not None:
-                # Both writes go to the database together: one commit to wait for.
-                state, _ = await asyncio.gather(
-                    update,
-                    ctx.services.storage.nodes.set_emotion(
-                        ctx.owner, ctx.node.id, reading.label, reading.score
-                    ),
+                await ctx.services.storage.nodes.set_emotion(
+                    ctx.owner, ctx.node.id, reading.label, reading.score, wait=False
                 )
                 ctx.node.emotion, ctx.node.emotion_score = reading.label, reading.score
-            else:
-                state = await update
             tone = self.tracker.tone(state, at)
         except Exception:
             # Emotion enriches the reply; it must never cost the person their answer.

@@ -47,12 +47,16 @@ class UserStore(OwnedData):
         """Merge ``fields`` into the JSON profile (emotional state, preferences...)."""
 
     @abstractmethod
-    async def change_profile(self, key: str, field: str, change: Callable[[Any], T]) -> T:
+    async def change_profile(
+        self, key: str, field: str, change: Callable[[Any], T], *, wait: bool = True
+    ) -> T:
         """Replace one profile field with ``change(current value or None)``, atomically
-        (no concurrent update of the field is lost); returns the new value."""
+        (no concurrent update of the field is lost); returns the new value. ``wait=False``:
+        returns before the commit, which follows in the background."""
 
     @abstractmethod
-    async def set_language(self, key: str, language: str) -> None: ...
+    async def set_language(self, key: str, language: str, *, wait: bool = True) -> None:
+        """Store the person's language; ``wait=False``: commit in the background."""
 
     @abstractmethod
     async def count(self) -> int: ...
@@ -92,7 +96,10 @@ class NodeStore(OwnedData):
         """Which of ``source_ids`` the owner already has (imports skip them early)."""
 
     @abstractmethod
-    async def set_emotion(self, owner: str, node_id: str, label: str, score: float) -> None: ...
+    async def set_emotion(
+        self, owner: str, node_id: str, label: str, score: float, *, wait: bool = True
+    ) -> None:
+        """Store the emotion read in a node; ``wait=False``: commit in the background."""
 
     @abstractmethod
     async def by_platform_message(

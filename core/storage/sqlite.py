@@ -62,6 +62,9 @@ class SQLiteStorage:
         await self.changes.start()
 
     async def close(self) -> None:
+        # Writes nobody waited for (a message's emotional state) are committed first.
+        await self.users.settle()
+        await self.nodes.settle()
         await self.db.close()
 
     async def __aenter__(self) -> SQLiteStorage:

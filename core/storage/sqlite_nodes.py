@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 import aiosqlite
 
+from core.background import BackgroundTasks
 from core.storage.base import NodeStore, UserStore
 from core.storage.database import Database, Migration
 from core.storage.loading import LoadGuard
@@ -29,6 +31,8 @@ LAST_SEEN_PRECISION_S = 60.0  # users.last_seen_at is rewritten at most this oft
 LATEST_PER_OWNER = 32
 MAX_LATEST_NODES = 64_000
 MAX_KEPT_USERS = 20_000  # users' rows kept in memory
+# Writes in flight that nobody waits for (``wait=False``); more wait for a free place.
+SETTLING_LIMIT = 10_000
 USER_COLUMNS = (
     "key, platform, external_id, display_name, language, created_at, last_seen_at, profile"
 )
@@ -238,6 +242,10 @@ class SQLiteUserStore(UserStore):
         # which keeps them up to date.
         self._rows: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._loads = LoadGuard()  # a row read while a write landed may be stale: not kept
+        # Profile changes made without waiting for their commit (wait=False), by person:
+        # the person's next change waits for theirs. ``settle`` waits for them all.
+        self._settling = BackgroundTasks(limit=SETTLING_LIMIT)
+        self._settling_by_key: dict[str, asyncio.Task[None]] = {}
 
     @staticmethod
     def _from_row(row: aiosqlite.Row | dict[str, Any]) -> UserRecord:
@@ -291,6 +299,7 @@ class SQLiteUserStore(UserStore):
         seen = to_ts(seen_at or utcnow())
         # Every message calls this: a known person whose name is unchanged and who was
         # seen a moment ago costs no write (and, once kept, no read).
+        await self._settled(key)  # the row as last changed
         row = await self._row(key)
         if (
             row is not None
@@ -299,23 +308,46 @@ class SQLiteUserStore(UserStore):
         ):
             return self._from_row(row)
 
-        # Upsert and read back in one round trip (every message that changes the row).
-        self._rows.pop(key, None)
-        stored = await self.db.run(
-            functools.partial(
-                _upsert_user,
-                key=key,
-                platform=platform,
-                external_id=external_id,
-                display_name=display_name,
-                seen=seen,
-            )
+        upsert = functools.partial(
+            _upsert_user,
+            key=key,
+            platform=platform,
+            external_id=external_id,
+            display_name=display_name,
+            seen=seen,
         )
+        if row is not None:
+            # A known person's new name or time seen need not hold their message up: the
+            # row is what the upsert makes of it, and it commits in the background (their
+            # next read waits for it). A new person's row must exist before their message.
+            self._behind(key, self._upsert_later(key, upsert), "last seen")
+            return self._from_row(
+                {
+                    **row,
+                    "display_name": row["display_name"] if display_name is None else display_name,
+                    "last_seen_at": max(row["last_seen_at"], seen),
+                }
+            )
+        # Upsert and read back in one round trip.
+        self._rows.pop(key, None)
+        stored = await self.db.run(upsert)
         assert stored is not None
         self._loads.wrote(key)
         return self._from_row(self._keep(key, stored))
 
+    async def _upsert_later(
+        self, key: str, upsert: Callable[[sqlite3.Connection], dict[str, Any]]
+    ) -> None:
+        try:
+            stored = await self.db.run(upsert)
+        except BaseException:
+            self._rows.pop(key, None)  # committed or not: read it again
+            raise
+        self._loads.wrote(key)
+        self._keep(key, stored)
+
     async def get(self, key: str) -> UserRecord | None:
+        await self._settled(key)  # what was changed, committed
         row = await self._row(key)
         return self._from_row(row) if row else None
 
@@ -326,7 +358,13 @@ class SQLiteUserStore(UserStore):
         await self.change_profile_with(key, update)
 
     async def change_profile(
-        self, key: str, field: str, change: Callable[[Any], T], *, announce: bool = False
+        self,
+        key: str,
+        field: str,
+        change: Callable[[Any], T],
+        *,
+        announce: bool = False,
+        wait: bool = True,
     ) -> T:
         """Read-modify-write of one profile field in one transaction and one round trip:
         ``change(current value or None)`` runs on the database thread (it must be quick
@@ -338,10 +376,15 @@ class SQLiteUserStore(UserStore):
             profile[field] = value
             return value
 
-        return await self.change_profile_with(key, update, announce=announce)
+        return await self.change_profile_with(key, update, announce=announce, wait=wait)
 
     async def change_profile_with(
-        self, key: str, edit: Callable[[dict[str, Any]], T], *, announce: bool = False
+        self,
+        key: str,
+        edit: Callable[[dict[str, Any]], T],
+        *,
+        announce: bool = False,
+        wait: bool = True,
     ) -> T:
         """``edit(profile)`` changes the profile in place; returns what it returns.
 
@@ -357,7 +400,19 @@ class SQLiteUserStore(UserStore):
         For writes that do not come from the process serving the person (an import); the
         engine's own updates need not: only that process keeps this person's row fresh
         for reading, and a write from anywhere else finds the profile changed (compare and
-        set) and reads it again."""
+        set) and reads it again.
+
+        ``wait=False``: return once the edit is made and its write queued, not committed
+        (a message's emotional state: the reply needs the new state, not its commit).
+        The write then settles in the background; if another write got there first, the
+        edit is made again on the row as stored (what was returned came from the row as
+        kept). The person's next change, or read, waits for it: they stay in order."""
+        await self._settled(key)
+        return await self._change(key, edit, announce=announce, wait=wait)
+
+    async def _change(
+        self, key: str, edit: Callable[[dict[str, Any]], T], *, announce: bool, wait: bool
+    ) -> T:
         while True:
             row = await self._row(key)
             if row is None:
@@ -366,23 +421,83 @@ class SQLiteUserStore(UserStore):
             profile = json.loads(before)
             result = edit(profile)
             after = json.dumps(profile, ensure_ascii=False)
-            try:
-                swapped = await self.db.run(
-                    announced(
-                        functools.partial(_swap_profile, key=key, before=before, after=after),
-                        key,
-                        announce=announce,
-                    )
+            write = self.db.run(
+                announced(
+                    functools.partial(_swap_profile, key=key, before=before, after=after),
+                    key,
+                    announce=announce,
                 )
-            except BaseException:
-                self._rows.pop(key, None)  # committed or not: read it again
-                raise
-            if swapped:
-                self._written(key, profile=after)
+            )
+            if not wait:
+                self._behind(key, self._swap_later(key, write, after, edit, announce), "profile")
                 return result
-            self._rows.pop(key, None)  # changed meanwhile (or gone): read it again
+            if await self._swapped(key, write, after):
+                return result
 
-    async def set_language(self, key: str, language: str) -> None:
+    async def _swapped(self, key: str, write: Awaitable[bool], after: str) -> bool:
+        """Whether the compare-and-set ``write`` stored ``after``; else (changed
+        meanwhile, or gone) the kept row is dropped, to be read again."""
+        try:
+            swapped = await write
+        except BaseException:
+            self._rows.pop(key, None)  # committed or not: read it again
+            raise
+        if swapped:
+            self._written(key, profile=after)
+        else:
+            self._rows.pop(key, None)
+        return swapped
+
+    async def _swap_later(
+        self,
+        key: str,
+        write: Awaitable[bool],
+        after: str,
+        edit: Callable[[dict[str, Any]], Any],
+        announce: bool,
+    ) -> None:
+        if not await self._swapped(key, write, after):
+            await self._change(key, edit, announce=announce, wait=True)  # on the stored row
+
+    def _behind(self, key: str, work: Coroutine[Any, Any, None], what: str) -> None:
+        """Run ``work`` (a write of ``key``'s row) in the background, after the person's
+        earlier such writes: one chain a person, awaited by their next change or read."""
+        previous = self._settling_by_key.get(key)
+
+        async def in_turn() -> None:
+            if previous is not None:
+                await asyncio.wait([previous])
+            await work
+
+        task = self._settling.spawn(in_turn(), name=f"{what} of {key}")
+        self._settling_by_key[key] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._settling_by_key.get(key) is done:
+                del self._settling_by_key[key]
+
+        task.add_done_callback(forget)
+
+    async def _settled(self, key: str) -> None:
+        """Wait for ``key``'s background writes (their failures were logged)."""
+        last = self._settling_by_key.get(key)
+        if last is not None:
+            await asyncio.wait([last])
+
+    async def settle(self) -> None:
+        """Wait for the writes made with ``wait=False`` to be committed (or to fail)."""
+        while self._settling.pending:
+            await self._settling.drain()
+
+    async def set_language(self, key: str, language: str, *, wait: bool = True) -> None:
+        """``wait=False``: the write commits in the background (see change_profile_with)."""
+        if not wait:
+            self._behind(key, self._store_language(key, language), "language")
+            return
+        await self._settled(key)
+        await self._store_language(key, language)
+
+    async def _store_language(self, key: str, language: str) -> None:
         try:
             await self.db.run(functools.partial(_set_language, key=key, language=language))
         except BaseException:
@@ -408,6 +523,7 @@ class SQLiteUserStore(UserStore):
         }
 
     async def delete_owner(self, owner: str) -> int:
+        await self._settled(owner)  # a write still to come would bring the row back
         self._rows.pop(owner, None)
         self._loads.wrote(owner)
         try:
@@ -474,6 +590,7 @@ class SQLiteNodeStore(NodeStore):
         # A node stored while its owner's latest nodes were being read may be missing
         # from what was read: such a read is used once, not kept.
         self._loads = LoadGuard()
+        self._settling = BackgroundTasks(limit=SETTLING_LIMIT)  # writes nobody waits for
 
     async def add(self, node: MemoryNode, *, announce: bool = False) -> bool:
         """Store a node. ``announce``: record the change for the other processes sharing
@@ -657,7 +774,18 @@ class SQLiteNodeStore(NodeStore):
             row = await self.db.fetchone("SELECT COUNT(*) FROM nodes WHERE owner = ?", (owner,))
         return int(row[0]) if row else 0
 
-    async def set_emotion(self, owner: str, node_id: str, label: str, score: float) -> None:
+    async def set_emotion(
+        self, owner: str, node_id: str, label: str, score: float, *, wait: bool = True
+    ) -> None:
+        """Store the emotion read in a node. ``wait=False``: return once the write is
+        queued; it commits in the background (see :meth:`settle`)."""
+        write = self._set_emotion(owner, node_id, label, score)
+        if wait:
+            await write
+        else:
+            self._settling.spawn(write, name=f"emotion of a node of {owner}")
+
+    async def _set_emotion(self, owner: str, node_id: str, label: str, score: float) -> None:
         await self.db.run(
             functools.partial(
                 _set_node_emotion, owner=owner, node_id=node_id, label=label, score=score
@@ -668,6 +796,11 @@ class SQLiteNodeStore(NodeStore):
             for i, row in enumerate(latest.rows):
                 if row.id == node_id:
                     latest.rows[i] = row._replace(emotion=label, emotion_score=score)
+
+    async def settle(self) -> None:
+        """Wait for the writes made with ``wait=False`` to be committed (or to fail)."""
+        while self._settling.pending:
+            await self._settling.drain()
 
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
         kept = await self.latest_matching(
