@@ -491,6 +491,24 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         llm_s = llm_latency_s(token, llm.low, llm.high, llm.seed)
         overheads.append(max(0.0, (done - start) - llm_s) * 1000)
         started_at.append(start - started)
+    if args.timeline is not None:
+        # One line a message, by start: to lay beside other timelines (CPU, disk, checkpoints)
+        # of the same run; "wall" is the Unix time it could start.
+        wall_at_start = time.time() - (time.perf_counter() - started)
+        lines = sorted(zip(started_at, overheads, strict=True))
+        args.timeline.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "wall": round(wall_at_start + s, 4),
+                        "start_s": round(s, 4),
+                        "ms": round(ms, 2),
+                    }
+                )
+                + "\n"
+                for s, ms in lines
+            )
+        )
 
     result: dict[str, Any] = {
         "messages": total,
@@ -571,6 +589,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=1,
         help="engine processes, people sharded across them (AKIRA_BOT__WORKERS)",
+    )
+    p.add_argument(
+        "--timeline",
+        type=Path,
+        default=None,
+        help="write each message's start and overhead to this file (JSON lines)",
     )
     p.add_argument("--stage-times", action="store_true", help="own time of every stage")
     p.add_argument(

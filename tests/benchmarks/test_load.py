@@ -32,10 +32,11 @@ def test_a_tail_from_one_stall_is_bunched_and_a_steady_one_is_not() -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_every_message_is_stored_and_answered_once_in_order(workers: int) -> None:
+def test_every_message_is_stored_and_answered_once_in_order(workers: int, tmp_path: Path) -> None:
     size = ["--users", "20", "--messages", "3", "--think-ms", "20"]
+    timeline = tmp_path / "timeline.jsonl"
     run = subprocess.run(
-        [sys.executable, str(LOAD), *size, "--workers", str(workers)],
+        [sys.executable, str(LOAD), *size, "--workers", str(workers), "--timeline", str(timeline)],
         capture_output=True,
         text=True,
         timeout=180,
@@ -47,3 +48,13 @@ def test_every_message_is_stored_and_answered_once_in_order(workers: int) -> Non
     assert result["leaks"] == 0 and result["stored_replies"] == 60
     assert 0.0 < result["slowest_1pct_in_busiest_2s"] <= 1.0
     assert result["config"]["workers"] == workers
+    # One line a message, by start, with the overheads the percentiles came from.
+    lines = [json.loads(line) for line in timeline.read_text().splitlines()]
+    assert len(lines) == 60
+    starts = [line["start_s"] for line in lines]
+    assert starts == sorted(starts)
+    assert max(line["ms"] for line in lines) == pytest.approx(result["overhead_max_ms"], abs=0.01)
+    assert all(
+        line["wall"] - line["start_s"] == pytest.approx(lines[0]["wall"] - starts[0], abs=1e-3)
+        for line in lines
+    )
