@@ -15,6 +15,9 @@ Prints one JSON object:
     overhead_p50_ms, overhead_p99_ms, throughput_per_s, ...,
     slowest_1pct_in_busiest_2s (the share of the slowest 1% that started in one 2-second
     window: near 1, the tail is a stall; small, a queue all along the run),
+    host_cpu_steal_share and host_cpu_steal_share_busiest_2s (CPU time a virtual machine's
+    hypervisor gave to others, over the run and in that window: null where /proc/stat is
+    missing),
     cpu_ms_per_message (every thread of every process), loop_cpu_ms_per_message (this
     process's event loop thread), writer_cpu_ms_per_message (the database writer process;
     ``--writer loop``: none), workers_cpu_ms_per_message (the engine's worker processes
@@ -339,6 +342,47 @@ def tail_bunching(overheads: Sequence[float], started_at: Sequence[float]) -> di
     }
 
 
+def host_cpu_ticks() -> tuple[int, int] | None:
+    """(steal, all) clock ticks of every CPU so far, from ``/proc/stat``; None without
+    one. Steal: time a virtual machine's CPUs wanted but the hypervisor gave to others."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is already in user).
+    ticks = [int(value) for value in fields[:8]]
+    return (ticks[7], sum(ticks)) if len(ticks) == 8 else None
+
+
+class StealClock:
+    """The host's CPU steal, sampled every second of the run: on a shared virtual machine
+    the tail follows it (the CPU needed at the peak is then not there), so each run says
+    how much of it there was, overall and in the window where the tail bunched."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int, int]] = []  # (seconds in, steal, all)
+
+    def sample(self, at_s: float) -> None:
+        ticks = host_cpu_ticks()
+        if ticks is not None:
+            self.samples.append((at_s, *ticks))
+
+    async def run(self, started: float) -> None:
+        while True:
+            self.sample(time.perf_counter() - started)
+            await asyncio.sleep(1.0)
+
+    def share(self, start_s: float, end_s: float) -> float | None:
+        """Share of all CPU time stolen from ``start_s`` to ``end_s`` (widened to the
+        samples around them); None without two samples."""
+        before = [s for s in self.samples if s[0] <= start_s] or self.samples[:1]
+        after = [s for s in self.samples if s[0] >= end_s] or self.samples[-1:]
+        if not before or not after or after[0][2] <= before[-1][2]:
+            return None
+        (_, steal0, all0), (_, steal1, all1) = before[-1], after[0]
+        return round((steal1 - steal0) / (all1 - all0), 3)
+
+
 def stat_fields(stat: Path) -> list[str] | None:
     """The fields of a ``/proc/<pid>/stat`` after the command name, from field 3 (the
     state) on (proc(5)); None when the process is gone."""
@@ -435,12 +479,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         collector = CollectorClock()
         gc.callbacks.append(collector)
         started = time.perf_counter()
+        steal = StealClock()
+        steal_sampler = asyncio.create_task(steal.run(started))
         cpu_started, loop_cpu_started = time.process_time(), time.thread_time()
         writer_cpu_started = process_cpu_s(writer_pid)
         workers_cpu_started = sum(process_cpu_s(pid) for pid in worker_pids)
         gate.set()
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
+        steal_sampler.cancel()
+        steal.sample(elapsed)
         # CPU per message: the whole process (every thread), and the event loop's thread
         # alone (the part that the GIL serialises with everything else).
         cpu_s = time.process_time() - cpu_started
@@ -510,6 +558,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         )
 
+    tail = tail_bunching(overheads, started_at)
     result: dict[str, Any] = {
         "messages": total,
         "stored": stored,
@@ -520,7 +569,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "overhead_p50_ms": round(percentile(overheads, 0.50), 2),
         "overhead_p99_ms": round(percentile(overheads, 0.99), 2),
         "overhead_max_ms": round(max(overheads, default=0.0), 2),
-        **tail_bunching(overheads, started_at),
+        **tail,
+        # The host's CPU steal over the run, and in the tail's busiest 2 s (see StealClock).
+        "host_cpu_steal_share": steal.share(0.0, elapsed),
+        "host_cpu_steal_share_busiest_2s": steal.share(
+            tail["slowest_1pct_busiest_2s_start_s"],
+            tail["slowest_1pct_busiest_2s_start_s"] + TAIL_WINDOW_S,
+        ),
         "throughput_per_s": round(total / elapsed, 1),
         "elapsed_s": round(elapsed, 2),
         "cpu_ms_per_message": round((cpu_s + workers_cpu_s) * 1000 / total, 2),

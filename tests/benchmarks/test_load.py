@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.load import tail_bunching
+from benchmarks.load import StealClock, tail_bunching
 
 LOAD = Path(__file__).resolve().parents[2] / "benchmarks" / "load.py"
 
@@ -31,6 +31,17 @@ def test_a_tail_from_one_stall_is_bunched_and_a_steady_one_is_not() -> None:
     }
 
 
+def test_steal_is_the_share_of_all_cpu_time_between_the_samples_around_a_window() -> None:
+    clock = StealClock()
+    # (seconds in, steal ticks, all ticks): 10% stolen in the first 2 s, 50% in the next 2.
+    clock.samples = [(0.0, 0, 0), (1.0, 10, 100), (2.0, 20, 200), (3.0, 70, 300), (4.0, 120, 400)]
+    assert clock.share(0.0, 2.0) == 0.1
+    assert clock.share(2.0, 4.0) == 0.5
+    assert clock.share(2.5, 3.5) == 0.5  # widened to the samples at 2 and 4 s
+    assert clock.share(0.0, 4.0) == 0.3
+    assert StealClock().share(0.0, 1.0) is None
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_every_message_is_stored_and_answered_once_in_order(workers: int, tmp_path: Path) -> None:
     size = ["--users", "20", "--messages", "3", "--think-ms", "20"]
@@ -48,6 +59,8 @@ def test_every_message_is_stored_and_answered_once_in_order(workers: int, tmp_pa
     assert result["leaks"] == 0 and result["stored_replies"] == 60
     assert 0.0 < result["slowest_1pct_in_busiest_2s"] <= 1.0
     assert result["config"]["workers"] == workers
+    if Path("/proc/stat").exists():  # Linux: the host's steal over the run, a share
+        assert 0.0 <= result["host_cpu_steal_share"] <= 1.0
     # One line a message, by start, with the overheads the percentiles came from.
     lines = [json.loads(line) for line in timeline.read_text().splitlines()]
     assert len(lines) == 60
