@@ -41,6 +41,12 @@ class BackgroundTasks:
     def pending(self) -> int:
         return len(self._tasks)
 
+    async def wait_all(self) -> None:
+        """Wait until nothing is running, work spawned meanwhile included; no time limit,
+        nothing cancelled (writes that must land before a store closes)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
     async def drain(self, timeout: float | None = None) -> None:
         if not self._tasks:
             return

@@ -486,8 +486,7 @@ class SQLiteUserStore(UserStore):
 
     async def settle(self) -> None:
         """Wait for the writes made with ``wait=False`` to be committed (or to fail)."""
-        while self._settling.pending:
-            await self._settling.drain()
+        await self._settling.wait_all()
 
     async def set_language(self, key: str, language: str, *, wait: bool = True) -> None:
         """``wait=False``: the write commits in the background (see change_profile_with)."""
@@ -799,8 +798,7 @@ class SQLiteNodeStore(NodeStore):
 
     async def settle(self) -> None:
         """Wait for the writes made with ``wait=False`` to be committed (or to fail)."""
-        while self._settling.pending:
-            await self._settling.drain()
+        await self._settling.wait_all()
 
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
         kept = await self.latest_matching(
