@@ -134,7 +134,10 @@ async def test_the_classifier_reads_vectors_batched_with_other_peoples(engine_fa
     await memory_batcher.embed_query(texts[0])
     assert embedder.computed == computed + 3
 
-    # An import's history (several texts, empty ones among them) gets the same readings.
+    # A long message (classified in a thread) and an import's history (several texts,
+    # empty ones among them) get the readings of the embedder's own vectors.
+    long = ["não entendi nada, pode explicar de novo? " * 12]
+    assert await tracker.detect(long) == tracker.detector.detect_many(long)
     history = [texts[2], "", "a reunião foi marcada para quinta às 14h"]
     assert await tracker.detect(history) == tracker.detector.detect_many(history)
 
