@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -29,6 +30,9 @@ CHECKPOINT_EVERY_S = 1.0  # the write-ahead log is copied into the database at m
 RESTART_FRAMES = 4096
 # What the write-ahead log file is cut back to when it starts over.
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
+# A log file this many times WAL_SIZE_LIMIT has not started over for a while: writes wait
+# for a checkpoint before they add to it (see Database._log_caught_up).
+WAL_HOLD_FACTOR = 2
 # How long a restart waits for readers still on the old log before it gives up until
 # the next checkpoint: it holds back every write meanwhile.
 CHECKPOINT_WAIT_MS = 200
@@ -107,6 +111,8 @@ class Database:
         # Its own thread: behind other reads it would hold back the writes even longer.
         self._checkpoints: _ReadWorker | None = None
         self._last_checkpoint = 0.0
+        self._wal_path = f"{self.path}-wal"
+        self.log_holds = 0  # group commits that waited for a checkpoint (observability)
         self._write_lock = asyncio.Lock()
         # Other processes on the same file (engine workers, a CLI command) wait for this
         # one's writes in the kernel's queue, not by SQLite's sleep-and-retry.
@@ -312,6 +318,7 @@ class Database:
 
     async def _drain(self) -> None:
         while self._pending:
+            await self._log_caught_up()
             async with self._writing():
                 batch = [(fn, f) for fn, f in self._pending if not f.done()]
                 self._pending = []
@@ -386,6 +393,30 @@ class Database:
             return
         self._last_checkpoint = now
         self._checkpointer = asyncio.get_running_loop().create_task(self._checkpoint())
+
+    async def _log_caught_up(self) -> None:
+        """Back-pressure on a log that runs away. A checkpoint copies the log while writes
+        go on, and a restart needs it to have caught up; when its thread is starved of
+        CPU (both cores busy) or readers keep it from restarting, a stream of commits
+        outruns it and the log file grows past the size it is cut back to. Past
+        ``WAL_HOLD_FACTOR`` times that size, the next group commit waits for a checkpoint
+        (the running one, or one started now) instead of adding to the log."""
+        if self._checkpoints is None:
+            return
+        try:
+            size = os.stat(self._wal_path).st_size
+        except OSError:  # no log yet, or an in-memory database
+            return
+        if size <= WAL_HOLD_FACTOR * WAL_SIZE_LIMIT:
+            return
+        loop = asyncio.get_running_loop()
+        if self._checkpointer is None or self._checkpointer.done():
+            self._last_checkpoint = loop.time()
+            self._checkpointer = loop.create_task(self._checkpoint())
+        self.log_holds += 1
+        # Shielded: a cancelled write (shutdown) must not cancel the checkpoint, which
+        # logs its own failures and never raises them.
+        await asyncio.shield(self._checkpointer)
 
     async def _checkpoint(self) -> None:
         """Copy the write-ahead log into the database file; when the log is long, make
