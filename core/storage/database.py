@@ -233,6 +233,7 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        await self._log_caught_up()
         async with self._writing(), self._begin_commit() as conn:
             yield conn
 
@@ -399,8 +400,9 @@ class Database:
         go on, and a restart needs it to have caught up; when its thread is starved of
         CPU (both cores busy) or readers keep it from restarting, a stream of commits
         outruns it and the log file grows past the size it is cut back to. Past
-        ``WAL_HOLD_FACTOR`` times that size, the next group commit waits for a checkpoint
-        (the running one, or one started now) instead of adding to the log."""
+        ``WAL_HOLD_FACTOR`` times that size, the next group commit or transaction waits
+        for a checkpoint (the running one, or one started now) instead of adding to the
+        log."""
         if self._checkpoints is None:
             return
         try:

@@ -285,8 +285,9 @@ async def test_the_log_starts_over_while_writes_and_reads_go_on(
     assert largest < 1024 * 1024, f"the log grew to {largest} bytes"
 
 
+@pytest.mark.parametrize("way", ["group commit", "transaction"])
 async def test_writes_held_for_a_log_that_cannot_start_over_still_go_through(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, way: str
 ) -> None:
     """A reader that keeps its snapshot keeps the log from starting over, however often
     it is checkpointed. Past twice its size limit each group commit then waits for one
@@ -303,15 +304,18 @@ async def test_writes_held_for_a_log_that_cannot_start_over_still_go_through(
     try:
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM items").fetchone()  # holds its snapshot
+
+        async def put(key: str) -> None:
+            if way == "transaction":
+                async with db.transaction() as conn:
+                    await conn.execute("INSERT INTO items VALUES (?, length(?))", (key, blob))
+            else:
+                await db.run(
+                    lambda raw: raw.execute("INSERT INTO items VALUES (?, length(?))", (key, blob))
+                )
+
         for i in range(80):  # ~320 KB: five times the limit
-            await asyncio.wait_for(
-                db.run(
-                    lambda raw, k=f"k{i}": raw.execute(
-                        "INSERT INTO items VALUES (?, length(?))", (k, blob)
-                    )
-                ),
-                10,
-            )
+            await asyncio.wait_for(put(f"k{i}"), 10)
         assert db.log_holds > 0
         assert (await db.fetchall("SELECT count(*) FROM items"))[0][0] == 80
         reader.execute("COMMIT")
