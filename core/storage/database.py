@@ -392,8 +392,14 @@ class Database:
             self._checkpointer is not None and not self._checkpointer.done()
         ):
             return
-        self._last_checkpoint = now
-        self._checkpointer = asyncio.get_running_loop().create_task(self._checkpoint())
+        self._start_checkpoint()
+
+    def _start_checkpoint(self) -> asyncio.Task[None]:
+        """A checkpoint started now, on schedule or for a log that ran away."""
+        loop = asyncio.get_running_loop()
+        self._last_checkpoint = loop.time()
+        self._checkpointer = loop.create_task(self._checkpoint())
+        return self._checkpointer
 
     async def _log_caught_up(self) -> None:
         """Back-pressure on a log that runs away. A checkpoint copies the log while writes
@@ -411,14 +417,13 @@ class Database:
             return
         if size <= WAL_HOLD_FACTOR * WAL_SIZE_LIMIT:
             return
-        loop = asyncio.get_running_loop()
-        if self._checkpointer is None or self._checkpointer.done():
-            self._last_checkpoint = loop.time()
-            self._checkpointer = loop.create_task(self._checkpoint())
+        running = self._checkpointer
+        if running is None or running.done():
+            running = self._start_checkpoint()
         self.log_holds += 1
         # Shielded: a cancelled write (shutdown) must not cancel the checkpoint, which
         # logs its own failures and never raises them.
-        await asyncio.shield(self._checkpointer)
+        await asyncio.shield(running)
 
     async def _checkpoint(self) -> None:
         """Copy the write-ahead log into the database file; when the log is long, make
