@@ -8,6 +8,11 @@ from abc import ABC, abstractmethod
 from core.types import MessageHandler
 
 
+class AdapterStartError(RuntimeError):
+    """An adapter could not connect (a rejected token, an unreachable server...): the
+    message is one line for the person starting the bot and never holds a secret."""
+
+
 class Adapter(ABC):
     """A platform bridge. ``start`` connects and begins delivering messages to the handler
     (it returns once running); ``stop`` stops taking new updates, lets in-flight replies

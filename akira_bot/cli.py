@@ -11,8 +11,10 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from adapters.base import AdapterStartError
 from akira_bot.errors import CLIError
 from akira_bot.settings import CONFIG_ENV, Settings, SettingsError, load_settings
+from core.cleaner import fix_unicode
 from core.embeddings import EmbeddingError
 from core.emotion import EmotionError
 from core.llm import LLMError
@@ -97,8 +99,18 @@ async def cmd_chat(settings: Settings, args: argparse.Namespace, engine: Any = N
 async def cmd_emotion(settings: Settings, args: argparse.Namespace) -> int:
     from akira_bot.features.emotion import build_detector_from_settings
 
+    text: str = args.text
+    limit = settings.bot.max_input_chars
+    if len(text) > limit:
+        # The same bound as a chat message: a huge argument would cost minutes of model time.
+        print(
+            f"akira-bot: the text was cut to its first {limit} characters "
+            "(AKIRA_BOT__MAX_INPUT_CHARS)",
+            file=sys.stderr,
+        )
+        text = text[:limit]
     detector = build_detector_from_settings(settings)
-    reading = await asyncio.to_thread(detector.detect, args.text)
+    reading = await asyncio.to_thread(detector.detect, text)
     if args.json:
         print(json.dumps({"label": reading.label, "score": round(float(reading.score), 4)}))
     else:
@@ -159,9 +171,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# File names are left as given: a name that is not UTF-8 is still a file one can open.
+_PATH_ARGUMENTS = frozenset({"config", "file"})
+
+
+def _fix_arguments(args: argparse.Namespace) -> None:
+    """Arguments that were not valid UTF-8 arrive with lone surrogates (Python's
+    surrogateescape): they become U+FFFD here, so no command fails on them later (SQLite
+    and the models refuse surrogates)."""
+    for name, value in vars(args).items():
+        if isinstance(value, str) and name not in _PATH_ARGUMENTS:
+            setattr(args, name, fix_unicode(value))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _fix_arguments(args)
     if args.config:
         os.environ[CONFIG_ENV] = args.config
     handler: Handler | None = getattr(args, "handler", None)
@@ -169,7 +195,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "command", None) is None:
             handler = cmd_chat  # bare `akira-bot`: chat, like `run` with nothing configured
         else:
-            parser.parse_args([*(argv or sys.argv[1:]), "--help"])
+            # `akira-bot memory` without an action: its help, and the usage error's code
+            # (argparse's --help would exit 0).
+            try:
+                parser.parse_args([*(argv or sys.argv[1:]), "--help"])
+            except SystemExit:
+                pass
             return EXIT_USAGE
     try:
         settings = load_settings()
@@ -182,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as exc:
         print(f"akira-bot: {exc}", file=sys.stderr)
         return exc.code
-    except (LLMError, EmbeddingError, EmotionError, StorageError) as exc:
+    except (LLMError, EmbeddingError, EmotionError, StorageError, AdapterStartError) as exc:
         # Expected failures (a model that cannot load, a database that cannot open) are
         # explained in one line; secrets were already kept out of these messages.
         print(f"akira-bot: {exc}", file=sys.stderr)

@@ -29,6 +29,17 @@ class _UserArg:
 USER = _UserArg()
 
 
+def _positive_int(value: str) -> int:
+    """argparse type for counts such as --limit: a whole number of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
+
+
 @asynccontextmanager
 async def open_engine(settings: Settings) -> AsyncIterator[Engine]:
     """The engine without a language model: memory tools never generate text."""
@@ -195,7 +206,9 @@ def add_parser(sub: Any) -> None:
     )
     search.add_argument("user", type=USER, metavar="USER", help="platform:id")
     search.add_argument("query", help="what to look for")
-    search.add_argument("--limit", type=int, default=10, help="how many results (default 10)")
+    search.add_argument(
+        "--limit", type=_positive_int, default=10, help="how many results (default 10)"
+    )
     search.add_argument("--json", action="store_true", help="print JSON")
     search.set_defaults(handler=cmd_search)
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from core.cleaner import fix_unicode
 from core.services import Services
 from core.stages.basic import new_node_id
 from core.storage.records import MemoryNode, NodeType
@@ -49,6 +50,14 @@ class HistoryMessage:
     message_id: str | None = None
     reply_to: str | None = None
     author_is_bot: bool = False
+
+    def __post_init__(self) -> None:
+        # A JSON escape such as "\udcff" decodes to a lone surrogate, which SQLite and the
+        # models refuse: it becomes U+FFFD, so one such line cannot stop the import.
+        for name in ("platform", "author_id", "text", "chat_id", "scope", "message_id", "reply_to"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, fix_unicode(value))
 
     @property
     def author_key(self) -> str:

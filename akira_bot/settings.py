@@ -3,9 +3,10 @@ file, defaults. The names are a stable contract (see DESIGN.md)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import (
@@ -88,6 +89,10 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         validate_default=True,
+        # An exported-but-empty variable (AKIRA_DATA_DIR=, AKIRA_TELEGRAM__ADMIN_IDS=)
+        # means "not set", as it does for the LLM's URL, model and key: an empty data
+        # directory would otherwise be the working directory.
+        env_ignore_empty=True,
     )
 
     data_dir: Path = Field(default_factory=default_data_dir)
@@ -155,4 +160,51 @@ def load_settings(**overrides: Any) -> Settings:
     except SettingsError:
         raise
     except ValueError as exc:  # e.g. a TOML or JSON syntax error in a source
+        names = malformed_json_variables(os.environ)
+        if names:
+            raise SettingsError(
+                "\n".join(f"invalid setting {name}: not valid JSON" for name in names)
+            ) from None
         raise SettingsError(f"invalid settings: {exc}") from None
+
+
+def _field_annotation(path: list[str]) -> Any:
+    """The type of the settings field at ``path`` (lower-case names), None if unknown."""
+    model: Any = Settings
+    annotation: Any = None
+    for part in path:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        annotation = model = field.annotation
+    return annotation
+
+
+def _is_complex(annotation: Any) -> bool:
+    """Whether an environment value for this type is read as JSON (lists, dicts, models)."""
+    if get_origin(annotation) in (list, dict, set, tuple):
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_is_complex(arg) for arg in get_args(annotation) if arg is not type(None))
+
+
+def malformed_json_variables(environ: Any) -> list[str]:
+    """``AKIRA_*`` variables for list/dict settings whose value is not JSON.
+
+    pydantic-settings names only the top-level field ("telegram") when one of them fails
+    to parse; this names the variable. Values are never echoed (a token may sit there)."""
+    names = []
+    for name, value in sorted(environ.items()):
+        if not name.upper().startswith("AKIRA_") or not value:
+            continue
+        path = name[len("AKIRA_") :].lower().split("__")
+        if not _is_complex(_field_annotation(path)):
+            continue
+        try:
+            json.loads(value)
+        except ValueError:
+            names.append(name.upper())
+    return names

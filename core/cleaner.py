@@ -4,10 +4,11 @@ Two directions, both pure functions with no I/O:
 
 * :func:`clean_reply` takes whatever the model produced and removes hidden reasoning
   (``<think>`` and friends, nested, unclosed or with a stray closer), every ``<!TAG>``
-  marker, chat-template tokens and the turns of other roles, echoed prompt sections and
-  verbatim echoes of the persona/instructions. It fails closed: when in doubt it removes
-  more, and when nothing visible is left it says so (``fell_back``) instead of returning
-  anything raw.
+  marker and its neutralised look-alike (``‹!TAG›``), chat-template tokens and the turns
+  of other roles, echoed prompt sections with their bodies, the blocks the engine writes
+  into the prompt (memory entries, counts, recalled turns) and verbatim echoes of the
+  persona/instructions. It fails closed: when in doubt it removes more, and when nothing
+  visible is left it says so (``fell_back``) instead of returning anything raw.
 * :func:`neutralise_user_text` takes what a person typed and makes sure it cannot smuggle
   our tags, template tokens or section headers into a prompt, while keeping the words
   readable.
@@ -25,14 +26,30 @@ the next ``<``), so a hostile 200 KB reply is cleaned in linear-ish time.
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 __all__ = [
     "ECHO_LABELS",
+    "EMOTION_SECTION_TITLE",
+    "HISTORY_SECTION_TITLE",
     "PROMPT_SECTION_HEADERS",
+    "RECALL_LINE_FORMAT",
+    "RECALL_SECTION_TITLE",
+    "RECALL_SPEAKER_BOT",
+    "RECALL_SPEAKER_PERSON",
+    "RESPONSE_STYLE_FORMAT",
+    "SECTION_HEADER_FORMAT",
+    "STRUCTURED_COUNTS_FORMAT",
+    "STRUCTURED_ENTRY_FORMAT",
+    "STRUCTURED_MORE_FORMAT",
+    "STRUCTURED_RECALL_HEADER",
+    "STRUCTURED_SECTION_TITLE",
+    "STRUCTURED_UNVERIFIED_NOTE",
     "CleanedReply",
     "clean_reply",
     "contains_internal_marker",
@@ -44,19 +61,58 @@ __all__ = [
 # Public constants
 # --------------------------------------------------------------------------------------
 
-#: The section headers the prompt builder writes. The builder imports this tuple so the
-#: cleaner (which drops echoed sections) and the neutraliser (which quotes fake ones in user
-#: text) always agree with the prompt. Matching ignores the ``#`` level, case, surrounding
-#: ``*``/``_`` emphasis and a trailing colon.
-PROMPT_SECTION_HEADERS: tuple[str, ...] = (
-    "## Persona",
-    "## Emotional Context Instructions",
-    "## What you remember about this person",
-    "## Structured memories",
-    "## Recent conversation",
-    "## Current message",
-    "## Instructions",
-    "## Reply rules",
+# What the engine itself writes into the system prompt. The texts live here, in the one
+# module of the project that imports nothing from it (the prompt builders - core.stages.basic,
+# core.stages.emotion, core.memory.structured - import the cleaner, so the cleaner cannot
+# import them back): the builders import these constants and the cleaner derives its
+# patterns from them, so an echoed block is recognised however the prompt's wording is
+# edited. Only the operator's texts (persona, emotional states) are not here; the clean
+# stage passes those as ``echo_sources``.
+
+#: How the prompt builder heads each section (``core.stages.basic.PromptStage``).
+SECTION_HEADER_FORMAT = "## {title}"
+#: The titles of the sections the engine's stages write.
+EMOTION_SECTION_TITLE = "Emotional Context Instructions"
+RECALL_SECTION_TITLE = "What you remember about this person"
+STRUCTURED_SECTION_TITLE = "Structured memories"
+HISTORY_SECTION_TITLE = "Recent conversation"
+
+#: The structured-memories recall text (``core.memory.structured.render_recall``): a banner,
+#: the counts, one entry per memory (its content lines indented under the head), a note on
+#: how many were left out, then the instruction on unverified entries.
+STRUCTURED_RECALL_HEADER = "=== STRUCTURED MEMORIES ==="
+STRUCTURED_COUNTS_FORMAT = "{total} total ({verified} verified, {unverified} unverified)"
+STRUCTURED_ENTRY_FORMAT = "[{index:03d}] {category} ({priority}) [{mark}] {key}"
+STRUCTURED_MORE_FORMAT = "... and {more} more"
+STRUCTURED_UNVERIFIED_NOTE = (
+    "Entries marked [unverified] were inferred, not confirmed by the person: "
+    "do not state them as certain."
+)
+
+#: One recalled conversation turn (``core.stages.basic.RecallStage``).
+RECALL_LINE_FORMAT = "- {when}, {who} said: {content}"
+RECALL_SPEAKER_BOT = "AKIRA"
+RECALL_SPEAKER_PERSON = "They"
+
+#: The last line of the emotional section (``core.stages.emotion.EmotionTracker.section``).
+RESPONSE_STYLE_FORMAT = "Response style: {style}"
+
+#: The section headers of the prompt: the ones the builder writes, and a few a model might
+#: invent around them. The cleaner (which drops echoed sections) and the neutraliser (which
+#: quotes fake ones in user text) use this tuple, so both agree with the prompt. Matching
+#: ignores the ``#`` level, case, surrounding ``*``/``_`` emphasis and a trailing colon.
+PROMPT_SECTION_HEADERS: tuple[str, ...] = tuple(
+    SECTION_HEADER_FORMAT.format(title=title)
+    for title in (
+        "Persona",
+        EMOTION_SECTION_TITLE,
+        RECALL_SECTION_TITLE,
+        STRUCTURED_SECTION_TITLE,
+        HISTORY_SECTION_TITLE,
+        "Current message",
+        "Instructions",
+        "Reply rules",
+    )
 )
 
 #: Further labels a model uses when it echoes its instructions ("System: ...",
@@ -108,26 +164,42 @@ _EDGE = r"(?:(?:begin|start|end)[_\- ]?(?:of[_\- ]?)?)"
 # away on hostile input.
 _TAG_BODY = r"[^<>&\uff1c\uff1e\ufe64\ufe65]{0,200}?"
 
+# What the neutraliser turns the brackets of a tag in user text into: look-alikes a person
+# still reads as brackets but that no model or pattern here takes for a tag.
+_SAFE_LT = "\u2039"  # ‹
+_SAFE_GT = "\u203a"  # ›
+_SAFE_LBRACKET = "\u2045"  # ⁅
+_SAFE_RBRACKET = "\u2046"  # ⁆
+
 _FLAGS = re.IGNORECASE
 
-# The oracle. Every alternative starts with an angle bracket (or look-alike) or "["; the
-# shared "<" is factored out so each position is tried against it once.
-_ORACLE_RE = re.compile(
-    rf"{_LT}(?:"
-    # any thinking tag, open or close, in any of its spellings (<think>, </think>,
-    # <!THINKING>, <!/THINKING>, </!THINKING>, <|thinking|>, <|end_of_thought|>, ...)
-    rf"(?:{_WS}|[\\/!|\uff5c]){{0,12}}{_EDGE}?{_THINK_ROOT}"
-    # any <!...> marker, its closers and spaced / escaped variants (< !TAG >, <\!TAG>)
-    rf"|(?:{_WS}|[\\/]){{0,12}}!"
-    # chat-template tokens: <|...|>, <s> </s> <bos> <eos>, <start_of_turn>, <<SYS>>
-    rf"|{_WS}{{0,3}}{_PIPE}/?[a-z_\u2581]"
-    rf"|{_WS}{{0,3}}{_PIPE}[^<>\n|\uff5c]{{0,64}}{_PIPE}{_WS}{{0,3}}{_GT}"
-    rf"|{_S}/?{_S}(?:s|bos|eos|pad|unk){_S}{_GT}"
-    rf"|{_S}/?{_S}(?:start|end)_of_turn"
-    rf"|{_S}{_LT}?{_S}/?{_S}sys{_S}{_GT}"
-    rf")|\[{_S}/?{_S}(?:think|thinking|reasoning|inst){_S}\]",
-    _FLAGS,
-)
+
+def _internal_token_pattern(lt: str, gt: str, lbracket: str, rbracket: str) -> str:
+    """Every internal token, written with ``lt``/``gt`` as its angle brackets and
+    ``lbracket``/``rbracket`` as its square ones: with the real brackets (and their
+    look-alikes) it is the oracle; with the neutraliser's ``‹›``/``⁅⁆`` it finds the
+    neutralised tokens of user text a model echoes back from its prompt. Every
+    alternative starts with ``lt`` or ``lbracket``; the shared ``lt`` is factored out so
+    each position is tried against it once."""
+    return (
+        rf"{lt}(?:"
+        # any thinking tag, open or close, in any of its spellings (<think>, </think>,
+        # <!THINKING>, <!/THINKING>, </!THINKING>, <|thinking|>, <|end_of_thought|>, ...)
+        rf"(?:{_WS}|[\\/!|\uff5c]){{0,12}}{_EDGE}?{_THINK_ROOT}"
+        # any <!...> marker, its closers and spaced / escaped variants (< !TAG >, <\!TAG>)
+        rf"|(?:{_WS}|[\\/]){{0,12}}!"
+        # chat-template tokens: <|...|>, <s> </s> <bos> <eos>, <start_of_turn>, <<SYS>>
+        rf"|{_WS}{{0,3}}{_PIPE}/?[a-z_\u2581]"
+        rf"|{_WS}{{0,3}}{_PIPE}[^<>\n|\uff5c]{{0,64}}{_PIPE}{_WS}{{0,3}}{gt}"
+        rf"|{_S}/?{_S}(?:s|bos|eos|pad|unk){_S}{gt}"
+        rf"|{_S}/?{_S}(?:start|end)_of_turn"
+        rf"|{_S}{lt}?{_S}/?{_S}sys{_S}{gt}"
+        rf")|{lbracket}{_S}/?{_S}(?:think|thinking|reasoning|inst){_S}{rbracket}"
+    )
+
+
+# The oracle.
+_ORACLE_RE = re.compile(_internal_token_pattern(_LT, _GT, r"\[", r"\]"), _FLAGS)
 
 _LT_RE = re.compile(_LT, _FLAGS)
 _GT_AT_RE = re.compile(rf"{_TAG_BODY}(?P<gt>{_GT})", _FLAGS)
@@ -436,6 +508,35 @@ def _marker_spans(text: str) -> list[tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------------------
+# Stage D2: neutralised look-alikes of internal tokens
+# --------------------------------------------------------------------------------------
+
+# User text reaches the prompt neutralised ("<!STRICT_MODE_AGGRESSIVE>" as
+# "‹!STRICT_MODE_AGGRESSIVE›", "[INST]" as "⁅INST⁆"), and so do stored memories and
+# recalled turns. A model that echoes them would show a person our tag names: the same
+# alternatives as the oracle, with the neutraliser's brackets, find them.
+_LOOKALIKE_RE = re.compile(
+    _internal_token_pattern(_SAFE_LT, _SAFE_GT, _SAFE_LBRACKET, _SAFE_RBRACKET), _FLAGS
+)
+# The rest of an angle look-alike: up to its "›" on the same line, else its name ("‹!TAG"
+# is what an unclosed "<!TAG" becomes). Bounded, and never crossing another "‹".
+_LOOKALIKE_TAIL_RE = re.compile(rf"[^{_SAFE_LT}{_SAFE_GT}\n]{{0,200}}?{_SAFE_GT}|[\w\-.:]*+")
+
+
+def _lookalike_spans(text: str) -> list[tuple[int, int]]:
+    """Each neutralised token, alone: unlike a real ``<think>``, a ``‹think›`` opens no
+    block (it is an echo of user text, not reasoning), so nothing around it goes."""
+    spans: list[tuple[int, int]] = []
+    for m in _LOOKALIKE_RE.finditer(text):
+        end = m.end()
+        if text[m.start()] == _SAFE_LT and text[end - 1] != _SAFE_GT:
+            tail = _LOOKALIKE_TAIL_RE.match(text, end)
+            end = tail.end() if tail else end
+        spans.append((m.start(), end))
+    return spans
+
+
+# --------------------------------------------------------------------------------------
 # Stage E: echoed section headers and instruction labels
 # --------------------------------------------------------------------------------------
 
@@ -518,8 +619,116 @@ def _header_spans(text: str) -> list[tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------------------
+# Stage E2: the blocks the engine writes into the prompt, echoed without their header
+# --------------------------------------------------------------------------------------
+
+
+def _format_pattern(template: str, fields: Mapping[str, str]) -> str:
+    """A pattern for the lines ``template.format(...)`` writes: its literal text (a run of
+    spaces may be any run of spaces or tabs, or none: models re-space what they echo) with
+    each ``{field}`` matched by ``fields[field]``. The patterns below come from the
+    builder's own templates this way, so an edited template is still recognised; a field
+    with no pattern here is a KeyError at import, not a silent miss."""
+    parts: list[str] = []
+    for literal, field, _spec, _conversion in string.Formatter().parse(template):
+        for chunk in re.split(r"(\s+)", literal):
+            if chunk:
+                parts.append(r"[ \t]{0,8}" if chunk.isspace() else re.escape(chunk))
+        if field is not None:
+            parts.append(f"(?:{fields[field]})")
+    return "".join(parts)
+
+
+def _line_re(template: str, fields: Mapping[str, str]) -> re.Pattern[str]:
+    # Matched against a line stripped of list markers and emphasis (the model may make the
+    # echo a bullet or bold it), so the template is stripped the same way.
+    return re.compile(_format_pattern(template.lstrip(_LEAD_DECOR), fields) + r"[\s*_]*", _FLAGS)
+
+
+_NUMBER = r"\d{1,9}"
+_WORD = r"[^\s()\[\]]{1,40}"
+# A memory's head line: its content lines (and its tags) follow it, up to the blank line
+# between entries.
+_ENTRY_HEAD_RE = _line_re(
+    STRUCTURED_ENTRY_FORMAT,
+    {"index": _NUMBER, "category": _WORD, "priority": _WORD, "mark": _WORD, "key": r".*"},
+)
+# Lines that are an echo on their own.
+_PROMPT_LINE_RES: tuple[re.Pattern[str], ...] = (
+    _line_re(
+        STRUCTURED_COUNTS_FORMAT, {"total": _NUMBER, "verified": _NUMBER, "unverified": _NUMBER}
+    ),
+    _line_re(STRUCTURED_MORE_FORMAT, {"more": _NUMBER}),
+    _line_re(
+        RECALL_LINE_FORMAT,
+        {
+            "when": r"[^,\n]{1,40}",
+            "who": "|".join(re.escape(w) for w in (RECALL_SPEAKER_BOT, RECALL_SPEAKER_PERSON)),
+            "content": r".*",
+        },
+    ),
+    _line_re(RESPONSE_STYLE_FORMAT, {"style": r"[\w\-]{1,40}"}),
+)
+_FENCE_RE = re.compile(r"^[\W_]+|[\W_]+$")
+
+
+def _banner_title(value: str) -> str:
+    # "=== STRUCTURED MEMORIES ===", "**Structured Memories**", "== structured memories":
+    # the words between the fences.
+    return " ".join(_FENCE_RE.sub("", value).casefold().split())
+
+
+_BANNER_TITLES = frozenset({_banner_title(STRUCTURED_RECALL_HEADER)})
+
+
+def _prompt_line_kind(line: str) -> Literal["entry", "line"] | None:
+    """``entry`` for a memory's head line (its block follows), ``line`` for another line
+    of the engine's prompt blocks, None for anything else."""
+    body = line.strip().lstrip(_LEAD_DECOR)
+    if not body or len(body) > 2_000:
+        return None  # a line this long is prose; the patterns have a line to scan, not a book
+    if _ENTRY_HEAD_RE.fullmatch(body):
+        return "entry"
+    if _banner_title(body) in _BANNER_TITLES or any(r.fullmatch(body) for r in _PROMPT_LINE_RES):
+        return "line"
+    return None
+
+
+def _prompt_block_spans(text: str) -> list[tuple[int, int]]:
+    """The engine's prompt blocks echoed line by line, without (or after) their section
+    header: the structured-memories banner and counts, each memory entry with its content
+    lines, "... and N more", recalled turns ("- 2 days ago, They said: ...") and the
+    response-style line. Lines the splice finds separated only by blank lines are removed
+    as one block. A sentence that merely mentions a memory is none of these lines."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    in_entry = False
+    for line in text.split("\n"):
+        end = pos + len(line)
+        kind = _prompt_line_kind(line)
+        if kind is not None:
+            spans.append((pos, end))
+            in_entry = kind == "entry"
+        elif in_entry:
+            # format_memory indents an entry's content lines under its head, but a model
+            # may not: the entry's paragraph is its content (fail closed, as a header's).
+            in_entry = bool(
+                line.strip() and not _MD_HEADING_RE.match(line) and _header_match(line) is None
+            )
+            if in_entry:
+                spans.append((pos, end))
+        pos = end + 1
+    return spans
+
+
+# --------------------------------------------------------------------------------------
 # Stage F: verbatim echoes of the persona / system text
 # --------------------------------------------------------------------------------------
+
+# The engine's own fixed instructions are echo sources of every reply, whatever the caller
+# passes: the structured-memories section is data (its facts may be repeated, so the clean
+# stage does not pass it), but its closing note is an instruction.
+_ENGINE_INSTRUCTIONS: tuple[str, ...] = (STRUCTURED_UNVERIFIED_NOTE,)
 
 _WORD_RE = re.compile(r"\S+")
 _ECHO_WINDOW = 5  # words per shingle
@@ -636,9 +845,10 @@ def _clean_once(text: str, sources: tuple[str, ...], removed: list[str]) -> str:
     text = _splice(text, _thinking_spans(text), removed)
     text = _splice(text, _template_spans(text), removed)
     text = _splice(text, _marker_spans(text), removed)
+    text = _splice(text, _lookalike_spans(text), removed)
     text = _splice(text, _header_spans(text), removed)
-    if sources:
-        text = _splice(text, _echo_spans(text, sources), removed)
+    text = _splice(text, _prompt_block_spans(text), removed)
+    text = _splice(text, _echo_spans(text, sources), removed)
     prefix = _ROLE_PREFIX_RE.match(text)
     if prefix is not None:
         text = _splice(text, [prefix.span()], removed)
@@ -656,11 +866,12 @@ def clean_reply(text: str, *, echo_sources: Sequence[str] = ()) -> CleanedReply:
     """Remove everything internal from a model reply; see the module docstring.
 
     ``echo_sources`` are the persona/system text and instructions given to the model; any
-    verbatim chunk of them (>= 40 characters, or a whole line) in the reply is removed.
+    verbatim chunk of them (>= 40 characters, or a whole line) in the reply is removed, as
+    is any chunk of the engine's own fixed instructions (always a source).
     The result is a fixed point (``clean_reply(r.text).text == r.text``) and never holds
     anything :func:`contains_internal_marker` recognises.
     """
-    sources = tuple(s for s in echo_sources if s and s.strip())
+    sources = tuple(s for s in (*_ENGINE_INSTRUCTIONS, *echo_sources) if s and s.strip())
     removed: list[str] = []
     current = text
     settled = False
@@ -685,14 +896,12 @@ def clean_reply(text: str, *, echo_sources: Sequence[str] = ()) -> CleanedReply:
 # C0 controls except \t and \n, DEL and C1 controls. \r is handled first (CRLF -> LF).
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
-_SAFE_LT = "\u2039"  # ‹
-_SAFE_GT = "\u203a"  # ›
-_SAFE_LBRACKET = "\u2045"  # ⁅
-_SAFE_RBRACKET = "\u2046"  # ⁆
 _LT_AT_RE = re.compile(rf"\\?{_LT}", _FLAGS)
 
 
-def _fix_unicode(text: str) -> str:
+def fix_unicode(text: str) -> str:
+    """``text`` with lone UTF-16 surrogates (from bytes that were not UTF-8, or JSON
+    escapes such as "\\udcff") replaced by U+FFFD: SQLite and the models refuse them."""
     if not _SURROGATE_RE.search(text):
         return text
     # Pairs written as two code units become one character; lone halves become U+FFFD.
@@ -734,7 +943,7 @@ def neutralise_user_text(text: str) -> str:
     ``> ``; NUL and other control characters (except newline and tab) are dropped; lone
     surrogates become U+FFFD. ``contains_internal_marker`` is False on the result.
     """
-    text = _fix_unicode(text)
+    text = fix_unicode(text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL_RE.sub("", text)
     # Quoting first: its "> " could close a tag left open at the end of the line above

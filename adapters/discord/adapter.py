@@ -24,7 +24,7 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
-from adapters.base import Adapter
+from adapters.base import Adapter, AdapterStartError
 from adapters.discord.commands import PortugueseTranslator, build_app_commands
 from adapters.discord.config import DiscordConfig
 from adapters.discord.convert import interaction_to_incoming, message_to_incoming
@@ -40,7 +40,7 @@ from core.types import CommandSpec, IncomingMessage, MessageHandler
 log = logging.getLogger(__name__)
 
 
-class DiscordStartError(RuntimeError):
+class DiscordStartError(AdapterStartError):
     """The adapter could not log in or did not receive READY in time."""
 
 

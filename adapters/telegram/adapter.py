@@ -33,7 +33,7 @@ from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, TypeHandler
 
-from adapters.base import Adapter, split_text
+from adapters.base import Adapter, AdapterStartError, split_text
 from adapters.telegram.config import TelegramConfig
 from adapters.telegram.convert import (
     BotIdentity,
@@ -99,7 +99,7 @@ class _RedactTokens(logging.Filter):
 _redactor: _RedactTokens | None = None
 
 
-class TelegramStartError(RuntimeError):
+class TelegramStartError(AdapterStartError):
     """The adapter could not connect (bad token, unreachable server...); never shows the
     token."""
 

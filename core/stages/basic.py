@@ -73,7 +73,15 @@ class GuardStage:
         if self._over_limit(ctx):
             ctx.extras["rate_limited"] = True
         elif not text and message.command is None:
-            await ctx.send(Reply(t("empty", ctx.language), ReplyKind.NOTICE))
+            # Nothing to detect a language from: the one we know the person by, else
+            # their platform's, else the bot's default (a read only; nothing is stored).
+            known = await ctx.services.storage.users.get(ctx.owner)
+            language = (
+                (known.language if known else None)
+                or normalise_locale(message.locale)
+                or ctx.services.config.default_language
+            )
+            await ctx.send(Reply(t("empty", language), ReplyKind.NOTICE))
             return
         await call_next()
 

@@ -161,6 +161,25 @@ async def test_jsonl_import_is_idempotent_and_reports_bad_lines(
     assert provider.prompts == []  # no LLM call during import
 
 
+async def test_a_lone_surrogate_escape_in_a_line_is_replaced_not_fatal(
+    engine_factory, tmp_path: Path
+) -> None:
+    engine, _ = await engine_factory()
+    path = tmp_path / "s.jsonl"
+    # Lone surrogates, escaped as a broken exporter writes them.
+    path.write_text(
+        '{"user":"telegram:42","text":"ok","timestamp":"2024-01-01T00:00:00Z"}\n'
+        '{"user":"telegram:42","text":"bad \\udcff","timestamp":"2024-01-01T00:01:00Z",'
+        '"chat":"c\\ud800","id":"m\\udfff"}\n',
+        encoding="utf-8",
+    )
+    summary = await import_history(engine.services, path)
+    assert (summary.imported, summary.invalid) == (2, 0)
+    nodes = await engine.storage.nodes.recent("telegram:42", limit=10)
+    assert [n.content for n in nodes] == ["ok", "bad \ufffd"]
+    assert nodes[1].chat_id == "c\ufffd"
+
+
 async def test_telegram_export_with_the_bots_own_replies(engine_factory, tmp_path: Path) -> None:
     engine, _ = await engine_factory()
     summary = await import_history(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from akira_bot.settings import SettingsError, load_settings
+from akira_bot.settings import SettingsError, default_data_dir, load_settings
 
 ENV_KEYS = [k for k in os.environ if k.startswith("AKIRA_")]
 
@@ -130,6 +130,33 @@ def test_bad_values_are_rejected_naming_the_setting(
     with pytest.raises(SettingsError) as info:
         load_settings()
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("AKIRA_TELEGRAM__ADMIN_IDS", "1,2 secret-looking"),
+        ("AKIRA_DISCORD__ADMIN_IDS", "[1, x]"),
+        ("AKIRA_EMOTION__LABEL_MAP", "{joy: feliz"),
+    ],
+)
+def test_a_list_or_map_that_is_not_json_is_named_without_its_value(
+    monkeypatch: pytest.MonkeyPatch, key: str, value: str
+) -> None:
+    monkeypatch.setenv(key, value)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert str(info.value) == f"invalid setting {key}: not valid JSON"
+
+
+def test_an_exported_but_empty_variable_means_not_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("AKIRA_DATA_DIR", "AKIRA_TELEGRAM__ADMIN_IDS", "AKIRA_BOT__PERSONA_FILE"):
+        monkeypatch.setenv(key, "")
+    settings = load_settings()
+    # Not the working directory (Path("")): the default place under the home directory.
+    assert settings.data_dir == default_data_dir() and settings.data_dir.is_absolute()
+    assert settings.telegram.admin_ids == []
+    assert settings.bot.persona_file is None
 
 
 def test_unknown_toml_key_and_missing_file_are_clear(

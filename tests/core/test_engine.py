@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from core.cleaner import contains_internal_marker
+from core.i18n import t
 from core.storage import NodeType
 from core.types import ChatKind, RecordingResponder, ReplyKind
 from tests.conftest import ask, make_message
@@ -86,6 +88,22 @@ async def test_empty_and_control_only_messages_get_a_polite_reply(engine_factory
         responder = await ask(engine, make_message(text))
         assert responder.sent[0].kind is ReplyKind.NOTICE
     assert provider.prompts == []
+
+
+async def test_the_empty_message_notice_speaks_the_persons_language(engine_factory) -> None:
+    engine, _ = await engine_factory(["Hi there!", "Oi!"])
+    await ask(engine, make_message("hello, how are you doing today my friend?", user="en"))
+    await ask(engine, make_message("oi, tudo bem com você hoje?", user="pt"))
+    english = await ask(engine, make_message("   ", user="en"))
+    portuguese = await ask(engine, make_message("   ", user="pt"))
+    # Someone never seen before: the platform's locale, and nothing is stored for them.
+    stranger = make_message("", user="new")
+    stranger = replace(stranger, locale="en-US")
+    first_contact = await ask(engine, stranger)
+    assert english.texts == [t("empty", "en")]
+    assert portuguese.texts == [t("empty", "pt")]
+    assert first_contact.texts == [t("empty", "en")]
+    assert await engine.storage.users.get("telegram:new") is None
 
 
 async def test_huge_message_is_capped_with_a_note(engine_factory) -> None:

@@ -6,14 +6,16 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.cleaner import contains_internal_marker
 
 
 def run_cli(
-    args: list[str], stdin: str, tmp_path: Path, **env_extra: str
+    args: Sequence[str | bytes], stdin: str, tmp_path: Path, **env_extra: str
 ) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess (bytes arguments: as a shell passes non-UTF-8 ones)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
     env.update(
         {
