@@ -55,6 +55,14 @@ def secret_values(settings: Settings) -> list[str]:
     return values
 
 
+class DropVoiceWarnings(logging.Filter):
+    """discord.py warns at every start that voice needs PyNaCl and davey: AKIRA only
+    reads and writes text, so the warning says nothing to the person running it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "voice will NOT be supported" not in record.getMessage()
+
+
 def configure_logging(settings: Settings) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -64,6 +72,9 @@ def configure_logging(settings: Settings) -> None:
     root.setLevel(settings.log_level)
     for noisy in ("httpx", "httpcore", "discord", "telegram", "aiosqlite"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    discord_client = logging.getLogger("discord.client")
+    if not any(isinstance(f, DropVoiceWarnings) for f in discord_client.filters):
+        discord_client.addFilter(DropVoiceWarnings())
 
 
 # --- commands -------------------------------------------------------------------------
