@@ -669,13 +669,19 @@ _PROMPT_LINE_RES: tuple[re.Pattern[str], ...] = (
     ),
     _line_re(RESPONSE_STYLE_FORMAT, {"style": r"[\w\-]{1,40}"}),
 )
-_FENCE_RE = re.compile(r"^[\W_]+|[\W_]+$")
+_ALNUM_RE = re.compile(r"[^\W_]")
 
 
 def _banner_title(value: str) -> str:
-    # "=== STRUCTURED MEMORIES ===", "**Structured Memories**", "== structured memories":
-    # the words between the fences.
-    return " ".join(_FENCE_RE.sub("", value).casefold().split())
+    """The words between a banner's fences: "=== STRUCTURED MEMORIES ===",
+    "**Structured Memories**" and "== structured memories" all give "structured
+    memories". Two searches rather than ``[\\W_]+$``, which rescans a long run of
+    punctuation from every position (quadratic on hostile input)."""
+    first = _ALNUM_RE.search(value)
+    last = _ALNUM_RE.search(value[::-1])
+    if first is None or last is None:
+        return ""
+    return " ".join(value[first.start() : len(value) - last.start()].casefold().split())
 
 
 _BANNER_TITLES = frozenset({_banner_title(STRUCTURED_RECALL_HEADER)})
@@ -685,8 +691,8 @@ def _prompt_line_kind(line: str) -> Literal["entry", "line"] | None:
     """``entry`` for a memory's head line (its block follows), ``line`` for another line
     of the engine's prompt blocks, None for anything else."""
     body = line.strip().lstrip(_LEAD_DECOR)
-    if not body or len(body) > 2_000:
-        return None  # a line this long is prose; the patterns have a line to scan, not a book
+    if not body:
+        return None
     if _ENTRY_HEAD_RE.fullmatch(body):
         return "entry"
     if _banner_title(body) in _BANNER_TITLES or any(r.fullmatch(body) for r in _PROMPT_LINE_RES):

@@ -19,6 +19,15 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 
+from core.cleaner import (
+    STRUCTURED_COUNTS_FORMAT,
+    STRUCTURED_ENTRY_FORMAT,
+    STRUCTURED_MORE_FORMAT,
+    STRUCTURED_RECALL_HEADER,
+    STRUCTURED_SECTION_TITLE,
+    STRUCTURED_UNVERIFIED_NOTE,
+    neutralise_user_text,
+)
 from core.pipeline import CallNext, PromptSection, TurnContext
 from core.storage.owner_changes import EVERY_OWNER
 from core.storage.sqlite import SQLiteStorage
@@ -66,8 +75,9 @@ __all__ = [
     "render_recall",
 ]
 
-RECALL_HEADER = "=== STRUCTURED MEMORIES ==="
-STRUCTURED_TITLE = "Structured memories"
+# The recall text's wording lives with the cleaner, which removes it when a model echoes it.
+RECALL_HEADER = STRUCTURED_RECALL_HEADER
+STRUCTURED_TITLE = STRUCTURED_SECTION_TITLE
 EXTRAS_KEY = "structured_memories"  # where the feature puts the service in Services.extras
 
 
@@ -80,7 +90,13 @@ def format_memory(index: int, memory: StructuredMemory) -> str:
     """
     mark = "verified" if memory.verified else "unverified"
     lines = [
-        f"[{index:03d}] {memory.category.value} ({memory.priority.value.upper()}) [{mark}] {memory.key}"
+        STRUCTURED_ENTRY_FORMAT.format(
+            index=index,
+            category=memory.category.value,
+            priority=memory.priority.value.upper(),
+            mark=mark,
+            key=memory.key,
+        )
     ]
     lines.extend(f"    {line}" for line in memory.content.splitlines() or [""])
     if memory.tags:
@@ -95,7 +111,9 @@ def render_recall(memories: Sequence[StructuredMemory], *, shown: int | None = N
     verified = sum(1 for m in memories if m.verified)
     lines = [
         RECALL_HEADER,
-        f"{len(memories)} total ({verified} verified, {len(memories) - verified} unverified)",
+        STRUCTURED_COUNTS_FORMAT.format(
+            total=len(memories), verified=verified, unverified=len(memories) - verified
+        ),
     ]
     listed = memories if shown is None else memories[: max(0, shown)]
     for i, memory in enumerate(listed, 1):
@@ -103,7 +121,7 @@ def render_recall(memories: Sequence[StructuredMemory], *, shown: int | None = N
         lines.append(format_memory(i, memory))
     if len(listed) < len(memories):
         lines.append("")
-        lines.append(f"... and {len(memories) - len(listed)} more")
+        lines.append(STRUCTURED_MORE_FORMAT.format(more=len(memories) - len(listed)))
     return "\n".join(lines)
 
 
@@ -339,10 +357,6 @@ class StructuredRecallStage:
         self.order = order
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
-        # Memory text came from people and from the model: neutralise it like user text
-        # so a stored "<!TAG>" or "## System" line cannot steer the prompt.
-        from core.cleaner import neutralise_user_text
-
         try:
             memories = await self.memories.active(
                 ctx.owner, at=ctx.message.sent_at, scopes=recall_scopes(ctx)
@@ -353,10 +367,12 @@ class StructuredRecallStage:
             memories = []
         ctx.extras["structured_memories"] = memories
         if memories:
+            # Memory text came from people and from the model: neutralise it like user text
+            # so a stored "<!TAG>" or "## System" line cannot steer the prompt.
             body = neutralise_user_text(render_recall(memories, shown=self.limit))
-            note = (
-                "Entries marked [unverified] were inferred, not confirmed by the person: "
-                "do not state them as certain."
+            ctx.sections.append(
+                PromptSection(
+                    STRUCTURED_TITLE, f"{body}\n\n{STRUCTURED_UNVERIFIED_NOTE}", self.order
+                )
             )
-            ctx.sections.append(PromptSection(STRUCTURED_TITLE, f"{body}\n\n{note}", self.order))
         await call_next()

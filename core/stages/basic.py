@@ -7,7 +7,16 @@ import random
 import time
 from collections import defaultdict, deque
 
-from core.cleaner import clean_reply, neutralise_user_text
+from core.cleaner import (
+    HISTORY_SECTION_TITLE,
+    RECALL_LINE_FORMAT,
+    RECALL_SECTION_TITLE,
+    RECALL_SPEAKER_BOT,
+    RECALL_SPEAKER_PERSON,
+    SECTION_HEADER_FORMAT,
+    clean_reply,
+    neutralise_user_text,
+)
 from core.i18n import ago, detect_language, normalise_locale, t
 from core.llm.base import ChatMessage, GenerationOptions, LLMError
 from core.pipeline import CallNext, PromptSection, TurnContext
@@ -16,8 +25,9 @@ from core.types import ChatKind, Reply, ReplyKind
 
 log = logging.getLogger(__name__)
 
-RECALL_TITLE = "What you remember about this person"
-HISTORY_TITLE = "Recent conversation"
+# The prompt's wording lives with the cleaner, which removes it when a model echoes it.
+RECALL_TITLE = RECALL_SECTION_TITLE
+HISTORY_TITLE = HISTORY_SECTION_TITLE
 
 
 # Ids need to be unique, not secret (every lookup is scoped by owner): a generator seeded
@@ -211,8 +221,11 @@ class RecallStage:
             lines = []
             for item in sorted(recall.nodes, key=lambda r: r.node.timestamp):
                 when = ago((now - item.node.timestamp).total_seconds(), "en")
-                who = "AKIRA" if item.node.type is NodeType.AKIRA_RESPONSE else "They"
-                lines.append(f"- {when}, {who} said: {item.node.content}")
+                bot = item.node.type is NodeType.AKIRA_RESPONSE
+                who = RECALL_SPEAKER_BOT if bot else RECALL_SPEAKER_PERSON
+                lines.append(
+                    RECALL_LINE_FORMAT.format(when=when, who=who, content=item.node.content)
+                )
             ctx.sections.append(PromptSection(RECALL_TITLE, "\n".join(lines), order=40))
         await call_next()
 
@@ -226,7 +239,8 @@ class PromptStage:
         parts = [ctx.services.persona.system_prompt(ctx.language)]
         for section in sorted(ctx.sections, key=lambda s: s.order):
             if section.body.strip():
-                parts.append(f"## {section.title}\n{section.body.strip()}")
+                header = SECTION_HEADER_FORMAT.format(title=section.title)
+                parts.append(f"{header}\n{section.body.strip()}")
         ctx.prompt = [
             ChatMessage("system", "\n\n".join(parts)),
             *ctx.history,

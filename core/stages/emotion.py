@@ -13,6 +13,7 @@ from datetime import datetime
 
 import numpy as np
 
+from core.cleaner import EMOTION_SECTION_TITLE, RESPONSE_STYLE_FORMAT
 from core.embeddings.batcher import EmbeddingBatcher
 from core.emotion import (
     EmotionalState,
@@ -29,7 +30,7 @@ from core.storage.sqlite import SQLiteStorage
 
 log = logging.getLogger(__name__)
 
-EMOTION_TITLE = "Emotional Context Instructions"
+EMOTION_TITLE = EMOTION_SECTION_TITLE  # the prompt's wording lives with the cleaner
 PROFILE_KEY = "emotion"
 HOSTILE_STATE = "agressivo"
 INLINE_HEAD_CHARS = 400  # longer messages are classified in a thread (see detect)
@@ -128,7 +129,7 @@ class EmotionTracker:
             lines += [strict.tag, strict.instruction(language)]
         lines += [tone.tag, tone.instruction(language)]
         if tone.response_style:
-            lines.append(f"Response style: {tone.response_style}")
+            lines.append(RESPONSE_STYLE_FORMAT.format(style=tone.response_style))
         return PromptSection(EMOTION_TITLE, "\n".join(lines), order=10, instruction=True)
 
 
