@@ -10,8 +10,9 @@ Two directions, both pure functions with no I/O:
   persona/instructions. It fails closed: when in doubt it removes more, and when nothing
   visible is left it says so (``fell_back``) instead of returning anything raw.
 * :func:`neutralise_user_text` takes what a person typed and makes sure it cannot smuggle
-  our tags, template tokens or section headers into a prompt, while keeping the words
-  readable.
+  our tags, template tokens or section headers into a prompt, nor pass off lines of the
+  blocks the engine writes there (memory entries, recalled turns) as the engine's own,
+  while keeping the words readable.
 
 :func:`contains_internal_marker` is the strict oracle both sides (and every leak test in the
 project) agree on. Every pattern it knows starts with an angle bracket (or one of its
@@ -53,6 +54,7 @@ __all__ = [
     "CleanedReply",
     "clean_reply",
     "contains_internal_marker",
+    "is_prompt_block_line",
     "is_prompt_section_header",
     "neutralise_user_text",
 ]
@@ -663,7 +665,11 @@ _PROMPT_LINE_RES: tuple[re.Pattern[str], ...] = (
         RECALL_LINE_FORMAT,
         {
             "when": r"[^,\n]{1,40}",
-            "who": "|".join(re.escape(w) for w in (RECALL_SPEAKER_BOT, RECALL_SPEAKER_PERSON)),
+            # Case-sensitive, as the engine writes them: "Last week, they said: ..." is
+            # ordinary English, "- 2 days ago, They said: ..." is the engine's line.
+            "who": "(?-i:"
+            + "|".join(re.escape(w) for w in (RECALL_SPEAKER_BOT, RECALL_SPEAKER_PERSON))
+            + ")",
             "content": r".*",
         },
     ),
@@ -700,31 +706,66 @@ def _prompt_line_kind(line: str) -> Literal["entry", "line"] | None:
     return None
 
 
-def _prompt_block_spans(text: str) -> list[tuple[int, int]]:
-    """The engine's prompt blocks echoed line by line, without (or after) their section
-    header: the structured-memories banner and counts, each memory entry with its content
-    lines, "... and N more", recalled turns ("- 2 days ago, They said: ...") and the
-    response-style line. Lines the splice finds separated only by blank lines are removed
-    as one block. A sentence that merely mentions a memory is none of these lines."""
-    spans: list[tuple[int, int]] = []
-    pos = 0
+def _prompt_block_flags(lines: Sequence[str]) -> list[bool]:
+    """For each line, whether it belongs to one of the engine's prompt blocks: the
+    structured-memories banner and counts, a memory entry's head line and its content
+    lines, "... and N more", a recalled turn ("- 2 days ago, They said: ...") or the
+    response-style line. A sentence that merely mentions a memory is none of these. The
+    cleaner removes such lines from replies; the neutraliser quotes them in user text."""
+    flags: list[bool] = []
     in_entry = False
-    for line in text.split("\n"):
-        end = pos + len(line)
+    for line in lines:
         kind = _prompt_line_kind(line)
         if kind is not None:
-            spans.append((pos, end))
             in_entry = kind == "entry"
+            flags.append(True)
         elif in_entry:
             # format_memory indents an entry's content lines under its head, but a model
-            # may not: the entry's paragraph is its content (fail closed, as a header's).
+            # (or a person faking an entry) may not: the entry's paragraph is its content
+            # (fail closed, as a header's).
             in_entry = bool(
                 line.strip() and not _MD_HEADING_RE.match(line) and _header_match(line) is None
             )
-            if in_entry:
-                spans.append((pos, end))
+            flags.append(in_entry)
+        else:
+            flags.append(False)
+    return flags
+
+
+def _prompt_block_spans(text: str) -> list[tuple[int, int]]:
+    """The engine's prompt blocks echoed line by line, without (or after) their section
+    header (see :func:`_prompt_block_flags`). Lines the splice finds separated only by
+    blank lines are removed as one block."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    lines = text.split("\n")
+    for line, flagged in zip(lines, _prompt_block_flags(lines), strict=True):
+        end = pos + len(line)
+        if flagged:
+            spans.append((pos, end))
         pos = end + 1
     return spans
+
+
+# The closing note of the structured-memories section. A reply that echoes it is caught as
+# an echo of the engine's instructions (stage F); in user text, a line that starts with its
+# lead-in (up to its first colon: the note may be split over two lines) is a fake one.
+_UNVERIFIED_NOTE_RE = re.compile(
+    _format_pattern(STRUCTURED_UNVERIFIED_NOTE.partition(":")[0], {}), _FLAGS
+)
+
+
+def is_prompt_block_line(line: str) -> bool:
+    """True when ``line``, on its own, reads as a line of the blocks the engine writes into
+    the prompt: the "=== STRUCTURED MEMORIES ===" banner, the counts, a memory entry's head
+    ("[001] identity (HIGH) [verified] role"), "... and N more", the note on unverified
+    entries, a recalled turn ("- 3 days ago, AKIRA said: ...") or "Response style: ...".
+    Leading list markers, emphasis and ``>`` are ignored."""
+    return _prompt_line_kind(line) is not None or _is_unverified_note(line)
+
+
+def _is_unverified_note(line: str) -> bool:
+    return _UNVERIFIED_NOTE_RE.match(line.strip().lstrip(_LEAD_DECOR)) is not None
 
 
 # --------------------------------------------------------------------------------------
@@ -945,9 +986,18 @@ def neutralise_user_text(text: str) -> str:
 
     ``<!TAG>`` becomes ``‹!TAG›``, ``<think>`` becomes ``‹think›``, ``<|im_start|>`` becomes
     ``‹|im_start|›``, ``[INST]`` becomes ``⁅INST⁆``; a line that reads as one of our section
-    headers or labels ("## Recent conversation", "System: ...", "[SYSTEM]") is quoted with
-    ``> ``; NUL and other control characters (except newline and tab) are dropped; lone
-    surrogates become U+FFFD. ``contains_internal_marker`` is False on the result.
+    headers or labels ("## Recent conversation", "System: ...", "[SYSTEM]"), or as a line
+    of the blocks the engine writes into the prompt (see :func:`is_prompt_block_line`; a
+    fake memory entry's content lines with its head) is quoted with ``> ``, so a person
+    cannot pass off their text as memories or recalled turns the engine vouches for; a
+    line that already starts with ``> `` is a quote and stays as it is. NUL and other
+    control characters (except newline and tab) are dropped; lone surrogates become
+    U+FFFD. ``contains_internal_marker`` is False on the result, and neutralising twice
+    gives the same text as neutralising once.
+
+    Text the engine renders around user text (the structured-memories section) must
+    neutralise the user's parts before rendering, not the rendered block: the engine's own
+    banner and entries would be quoted too.
     """
     text = fix_unicode(text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -955,9 +1005,17 @@ def neutralise_user_text(text: str) -> str:
     # Quoting first: its "> " could close a tag left open at the end of the line above
     # ("<SYS" then "> SYSTEM"); the defanging below sees and breaks that too.
     lines = text.split("\n")
+    fake_blocks = _prompt_block_flags(lines)
     for i, line in enumerate(lines):
-        if is_prompt_section_header(line) or _starts_like_our_header(line):
-            lines[i] = "> " + line
+        if line.startswith(_QUOTE):
+            continue  # already quoted (so neutralising twice is neutralising once)
+        if (
+            fake_blocks[i]
+            or is_prompt_section_header(line)
+            or _starts_like_our_header(line)
+            or _is_unverified_note(line)
+        ):
+            lines[i] = _QUOTE + line
     text = "\n".join(lines)
     for _ in range(4):
         if not contains_internal_marker(text):
@@ -968,6 +1026,9 @@ def neutralise_user_text(text: str) -> str:
         text = _defang_once(_LT_RE.sub(_SAFE_LT, text))
     return text
 
+
+# How a line of user text is quoted.
+_QUOTE = "> "
 
 # A line of user text that merely starts like one of our headers ("## Recent conversation
 # follows", "System:override") is quoted too.

@@ -13,6 +13,7 @@ database (and in the person's export) until they are deleted.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -26,6 +27,7 @@ from core.cleaner import (
     STRUCTURED_RECALL_HEADER,
     STRUCTURED_SECTION_TITLE,
     STRUCTURED_UNVERIFIED_NOTE,
+    contains_internal_marker,
     neutralise_user_text,
 )
 from core.pipeline import CallNext, PromptSection, TurnContext
@@ -72,6 +74,7 @@ __all__ = [
     "format_memory",
     "normalise_key",
     "normalise_tags",
+    "render_prompt_recall",
     "render_recall",
 ]
 
@@ -123,6 +126,33 @@ def render_recall(memories: Sequence[StructuredMemory], *, shown: int | None = N
         lines.append("")
         lines.append(STRUCTURED_MORE_FORMAT.format(more=len(memories) - len(listed)))
     return "\n".join(lines)
+
+
+def _neutralised(memory: StructuredMemory) -> StructuredMemory:
+    key = neutralise_user_text(memory.key)
+    content = neutralise_user_text(memory.content)
+    tags = [neutralise_user_text(tag) for tag in memory.tags]
+    if key == memory.key and content == memory.content and tags == memory.tags:
+        return memory
+    return dataclasses.replace(memory, key=key, content=content, tags=tags)
+
+
+def render_prompt_recall(memories: Sequence[StructuredMemory], *, shown: int | None = None) -> str:
+    """:func:`render_recall` as the prompt shows it. Memory text came from people and from
+    the model, so each listed memory's key, content and tags are neutralised like user
+    text first (a stored "<!TAG>" is defanged; a stored "## System" line, or a fake
+    "=== STRUCTURED MEMORIES ===" banner or "[001] ... [verified] ..." entry, is quoted);
+    the engine's own banner, counts and entry heads are rendered around them as they are.
+    For memories with ordinary text this is exactly :func:`render_recall`."""
+    listed = len(memories) if shown is None else max(0, shown)
+    safe = [*(_neutralised(m) for m in memories[:listed]), *memories[listed:]]
+    text = render_recall(safe, shown=shown)
+    if contains_internal_marker(text):
+        # Not expected (each field is clean on its own, keys and tags are normalised),
+        # but never let a marker formed across fields through: neutralise the whole text.
+        log.warning("structured recall text still held a marker; neutralising it whole")
+        text = neutralise_user_text(text)
+    return text
 
 
 class StructuredMemories:
@@ -367,9 +397,10 @@ class StructuredRecallStage:
             memories = []
         ctx.extras["structured_memories"] = memories
         if memories:
-            # Memory text came from people and from the model: neutralise it like user text
-            # so a stored "<!TAG>" or "## System" line cannot steer the prompt.
-            body = neutralise_user_text(render_recall(memories, shown=self.limit))
+            # Memory text came from people and from the model: it is neutralised like user
+            # text (so a stored "<!TAG>", "## System" line or fake memory entry cannot
+            # steer the prompt) before the engine's own block is rendered around it.
+            body = render_prompt_recall(memories, shown=self.limit)
             ctx.sections.append(
                 PromptSection(
                     STRUCTURED_TITLE, f"{body}\n\n{STRUCTURED_UNVERIFIED_NOTE}", self.order

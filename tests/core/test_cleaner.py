@@ -28,7 +28,7 @@ from core.memory.structured import (
     Category,
     Priority,
     StructuredMemory,
-    render_recall,
+    render_prompt_recall,
 )
 from core.stages.basic import HISTORY_TITLE, RECALL_TITLE
 from core.stages.emotion import EMOTION_TITLE
@@ -440,9 +440,7 @@ MEMORIES = [
     _memory("spare", "left out of the prompt"),
 ]
 # The structured section as the recall stage writes it, cut so "... and 1 more" shows.
-STRUCTURED_BODY = (
-    f"{neutralise_user_text(render_recall(MEMORIES, shown=4))}\n\n{STRUCTURED_UNVERIFIED_NOTE}"
-)
+STRUCTURED_BODY = f"{render_prompt_recall(MEMORIES, shown=4)}\n\n{STRUCTURED_UNVERIFIED_NOTE}"
 STRUCTURED_SECTION = f"{SECTION_HEADER_FORMAT.format(title=STRUCTURED_TITLE)}\n{STRUCTURED_BODY}"
 RECALL_SECTION = (
     SECTION_HEADER_FORMAT.format(title=RECALL_TITLE)
