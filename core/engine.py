@@ -99,6 +99,13 @@ class Engine(Startable):
         if self._started:
             return
         await self.services.storage.open()
+        try:
+            # A database of another embedding model fails here, in one clear error,
+            # rather than at every message.
+            await self.services.memory.check()
+        except BaseException:
+            await self.services.storage.close()
+            raise
         await self.services.llm.start()
         self._started = True
 

@@ -30,6 +30,7 @@ import asyncio
 import itertools
 import logging
 import multiprocessing
+import pickle
 import signal
 import socket
 import zlib
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.engine import InFlight, Startable
 from core.i18n import detect_language, t
-from core.ipc import FrameProtocol
+from core.ipc import FrameProtocol, frame
 from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
 
 if TYPE_CHECKING:
@@ -114,7 +115,15 @@ class ShardedEngine(Startable):
         if self._started:
             return
         self._closing = False
-        await asyncio.gather(*(self._worker(i) for i in range(len(self._workers))))
+        results = await asyncio.gather(
+            *(self._worker(i) for i in range(len(self._workers))), return_exceptions=True
+        )
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            # Every worker waited for (none left starting unwatched), the started ones
+            # closed again: the bot stops on the first worker's reason.
+            await self.close(EXIT_GRACE_S)
+            raise failures[0]
         self._started = True
 
     async def _worker(self, index: int) -> _Worker:
@@ -152,7 +161,8 @@ class ShardedEngine(Startable):
         with self._in_flight.one():
             try:
                 worker = await self._worker(self.worker_for(message.owner))
-            except WorkerGone as exc:  # it died and cannot start again (logged by _lost)
+            except Exception as exc:  # it died and cannot start again (logged by _lost):
+                # WorkerGone, or the reason its engine gave (a database it cannot open...)
                 await self._lost(message, responder, str(exc))
                 return
             await self._exchange(worker, next(self._ids), message, responder)
@@ -269,6 +279,10 @@ class _Worker:
         if kind == "ready":
             if self._ready is not None and not self._ready.done():
                 self._ready.set_result(value[2])
+        elif kind == "failed":  # its engine did not start: value[1] is the error
+            self.alive = False  # it exits on its own (start() gives it time to)
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_exception(value[1])
         elif kind == "closed":
             if self._closed is not None and not self._closed.done():
                 self._closed.set_result(None)
@@ -329,13 +343,31 @@ async def _serve(
 
     loop = asyncio.get_running_loop()
     engine = factory()
-    await engine.start()
+    try:
+        await engine.start()
+    except Exception as exc:
+        # The parent raises this same error (a database of another embedding model...),
+        # so the bot stops with its one line rather than "engine worker 0 stopped".
+        sock.setblocking(True)
+        sock.sendall(frame(("failed", _portable(exc))))
+        sock.close()
+        return
     if prepare is not None:
         prepare()
     parent = _Parent(engine)
     await loop.create_connection(lambda: parent.link, sock=sock)
     parent.write(("ready", os.getpid(), list(engine.commands)))
     await parent.finished
+
+
+def _portable(exc: Exception) -> Exception:
+    """``exc`` if it survives a pickle round trip (our own errors do), else a RuntimeError
+    with its type and message."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
 
 
 class _Parent:

