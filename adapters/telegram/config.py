@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 
 class TelegramConfig(BaseModel):
     """How the bot talks to the Telegram Bot API (env ``AKIRA_TELEGRAM__*``)."""
+
+    # Typos such as AKIRA_TELEGRAM__TOKN must fail loudly instead of being ignored.
+    model_config = ConfigDict(extra="forbid")
 
     token: SecretStr | None = None
     # Bot API base such as ``https://api.telegram.org/bot`` or ``http://127.0.0.1:8081/bot``;
@@ -27,7 +30,8 @@ class TelegramConfig(BaseModel):
     drop_pending_updates: bool = False
 
     # Webhook mode: Telegram POSTs to ``webhook_url``; PTB listens on listen:port/path.
-    webhook_url: str | None = None
+    # Required in webhook mode when a token is set (checked below, naming the setting).
+    webhook_url: str | None = Field(default=None, validate_default=True)
     webhook_listen: str = "127.0.0.1"
     webhook_port: int = Field(default=8443, ge=0, le=65535)  # 0 = pick a free port
     webhook_path: str = "telegram"
@@ -50,6 +54,18 @@ class TelegramConfig(BaseModel):
     def _blank_is_none(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             return None
+        return value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_mode_needs_a_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # token and mode are declared (so validated) before webhook_url.
+        token = info.data.get("token")
+        enabled = token is not None and bool(token.get_secret_value())
+        if enabled and info.data.get("mode") == "webhook" and not (value and value.strip()):
+            raise ValueError(
+                "webhook mode needs webhook_url, the public URL Telegram posts updates to"
+            )
         return value
 
     @property

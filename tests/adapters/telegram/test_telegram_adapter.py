@@ -426,6 +426,8 @@ async def test_token_never_logged_and_stop_releases_long_poll(
     fake_api: FakeTelegramServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    # httpx's own level too: the CLI (run in-process by other tests) turns it down.
+    caplog.set_level(logging.DEBUG, logger="httpx")
     adapter = TelegramAdapter(EchoHandler(), config_for(fake_api, poll_timeout=30))
     await adapter.start()
     fake_api.send_text("hi")
