@@ -26,7 +26,7 @@ if str(REPO) not in sys.path:
 
 from core.embeddings import build_embedder  # noqa: E402
 from core.emotion import LABELS, EmotionDetector, build_detector  # noqa: E402
-from core.emotion.data import read_labelled_tsv  # noqa: E402
+from core.emotion.data import missing_data, read_labelled_tsv  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DEFAULT_FILES = [
@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         "--limit", type=int, default=0, help="evaluate only the first N rows of each file"
     )
     args = parser.parse_args(argv)
+    for path in args.files or DEFAULT_FILES:
+        if problem := missing_data(path):
+            parser.error(problem)
 
     embedder = None
     if args.embedding_backend:

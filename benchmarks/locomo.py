@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from core.embeddings import Embedder, build_embedder  # noqa: E402
+from core.emotion.data import missing_data  # noqa: E402
 from core.memory.connections import ConnectionConfig  # noqa: E402
 from core.memory.graph import GraphConfig, GraphMemory  # noqa: E402
 from core.memory.search import SearchConfig  # noqa: E402
@@ -367,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--calibrate", action="store_true", help="print the similarity spread")
     args = parser.parse_args(argv)
+    if problem := missing_data(Path(args.data), "the LoCoMo data"):
+        parser.error(problem)
     data = json.loads(Path(args.data).read_text(encoding="utf-8"))
     print(json.dumps(asyncio.run(main_async(args, data)), indent=2))
 

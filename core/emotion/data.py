@@ -59,6 +59,18 @@ WRITTEN_EXAMPLES = Path(__file__).resolve().parent / "examples_pt.tsv"
 WRITTEN_MORE = Path(__file__).resolve().parent / "examples_pt_more.tsv"
 
 
+def missing_data(path: Path, what: str = "the evaluation and training data") -> str | None:
+    """None when ``path`` exists, else one line for the person running a benchmark or a
+    training script: the data is not in the repository (its licences and size keep it
+    apart), but in the shared ``data`` folder beside the checkout (``../shared/data``)."""
+    if path.exists():
+        return None
+    return (
+        f"{path} not found: {what} lives in the shared data folder beside the checkout "
+        "(../shared/data, see its README); pass another path to use your own"
+    )
+
+
 @dataclass(frozen=True)
 class Example:
     text: str

@@ -40,6 +40,7 @@ from core.emotion.data import (
     MIXED_RULES,
     WRITTEN_EXAMPLES,
     Example,
+    missing_data,
     read_brighter,
     read_brighter_mixed,
     read_goemotions,
@@ -583,6 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="use only the first N mapped GoEmotions train rows (file order); 0 = all",
     )
     args = parser.parse_args(argv)
+    if problem := missing_data(args.data_dir / "emotion"):
+        parser.error(problem)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
 
     params = HyperParams(
