@@ -47,7 +47,12 @@ class SentenceTransformersEmbedder(Embedder):
             self._model: Any = SentenceTransformer(path, device="cpu")
         except Exception as exc:  # the library raises many kinds; one clear error for us
             raise EmbeddingError(f"could not load embedding model {model!r}: {exc}") from exc
-        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        # sentence-transformers 6 renamed the method (the old name warns at every start);
+        # >=3.0 is allowed, so the old name stays the fallback.
+        dimension = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        self.dim = int(dimension() or 0)
         self.name = model
         self._query_prefix = query_prefix
         self._passage_prefix = passage_prefix
