@@ -178,22 +178,8 @@ def test_unknown_toml_key_and_missing_file_are_clear(
 
 
 def test_cli_bad_value_is_one_line_exit_2_no_traceback_no_secret(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
-    env.update(
-        {
-            "AKIRA_LLM__PROVIDER": "nope",
-            "AKIRA_LLM__API_KEY": "sk-do-not-print-me",
-            "AKIRA_DATA_DIR": str(tmp_path),
-        }
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "akira_bot.cli", "chat"],
-        input="oi\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
+    proc = _cli(
+        tmp_path, "chat", AKIRA_LLM__PROVIDER="nope", AKIRA_LLM__API_KEY="sk-do-not-print-me"
     )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
