@@ -19,6 +19,7 @@ from core.commands import CommandRouter
 from core.i18n import detect_language, normalise_locale, t
 from core.pipeline import Pipeline, TurnContext
 from core.services import Services
+from core.storage import is_storage_full
 from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
 
 log = logging.getLogger(__name__)
@@ -152,7 +153,14 @@ class Engine(Startable):
             # drops what this one keeps of them: a primary-key lookup when nothing did.
             await self.services.storage.catch_up()
             await self.pipeline.run(ctx)
-        except Exception:
+        except Exception as exc:
+            if is_storage_full(exc):
+                # Nothing is wrong with the message or the code: say what happened, once
+                # per message, without a traceback each time.
+                log.error("storage full: a message of %s was not stored (%s)", message.owner, exc)
+                if not ctx.sent:
+                    await responder.send(Reply(t("storage_full", ctx.language), ReplyKind.FALLBACK))
+                return
             # The message was stored first; the person gets a polite reply, not silence.
             log.exception("pipeline failed for a message of %s", message.owner)
             if not ctx.sent:

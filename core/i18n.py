@@ -67,6 +67,12 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
         "pt": "Sua mensagem era longa demais; considerei só os primeiros {limit} caracteres.",
         "en": "Your message was too long; I only read the first {limit} characters.",
     },
+    "storage_full": {
+        "pt": "Não consegui guardar isso agora: fiquei sem espaço para memórias. "
+        "Tente de novo daqui a pouco.",
+        "en": "I couldn't save that just now: I'm out of storage space. "
+        "Please try again in a little while.",
+    },
     "empty": {
         "pt": "Não recebi nenhum texto. O que você queria dizer?",
         "en": "I didn't get any text. What did you want to say?",

@@ -1,7 +1,7 @@
 """Storage behind interfaces; SQLite (aiosqlite, WAL) is the shipped backend."""
 
 from core.storage.base import NodeStore, OwnedData, UserStore
-from core.storage.database import Database, Migration, StorageError
+from core.storage.database import Database, Migration, StorageError, is_storage_full
 from core.storage.records import Connection, MemoryNode, NodeType, UserRecord, from_ts, to_ts
 from core.storage.sqlite import SQLiteStorage
 
@@ -18,5 +18,6 @@ __all__ = [
     "UserRecord",
     "UserStore",
     "from_ts",
+    "is_storage_full",
     "to_ts",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import logging
 import os
@@ -688,10 +689,30 @@ def _commit(raw: sqlite3.Connection) -> None:
 
 
 def _rollback(raw: sqlite3.Connection) -> None:
+    if not raw.in_transaction:
+        return  # SQLite already rolled back (a commit that failed on a full disk does)
     try:
         raw.execute("ROLLBACK")
-    except sqlite3.Error:  # SQLite may have rolled back already (disk full, I/O error)
+    except sqlite3.Error:  # an I/O error on the rollback itself
         log.exception("rollback failed")
+
+
+def is_storage_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is the disk or the database being full: the
+    message was not stored, and nothing else is wrong with it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, sqlite3.Error) and (
+            getattr(current, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or "database or disk is full" in str(current)
+        ):
+            return True
+        if isinstance(current, OSError) and current.errno == errno.ENOSPC:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _split_sql(script: str) -> list[str]:

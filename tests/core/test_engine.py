@@ -106,6 +106,47 @@ async def test_the_empty_message_notice_speaks_the_persons_language(engine_facto
     assert await engine.storage.users.get("telegram:new") is None
 
 
+async def _cap_database_pages(engine, extra_pages: int | None) -> None:
+    """SQLite's own size cap on the connection that writes: past it, every write fails
+    with SQLITE_FULL ("database or disk is full"), as on a full disk. None lifts it."""
+
+    def cap(raw) -> None:
+        (pages,) = raw.execute("PRAGMA page_count").fetchone()
+        limit = 1_000_000_000 if extra_pages is None else pages + extra_pages
+        raw.execute(f"PRAGMA max_page_count={limit}").fetchone()
+
+    await engine.storage.db.run(cap)
+
+
+async def test_a_full_database_gets_an_honest_reply_and_recovers(engine_factory, caplog) -> None:
+    engine, _ = await engine_factory(
+        ["Oi!"] * 60 + ["Olá de novo!"], bot={"rate_limit_messages": 0}
+    )
+    await ask(engine, make_message("oi, tudo bem?", user="1"))
+    await _cap_database_pages(engine, 0)
+    # Free pages inside the file take a few messages; then every write fails.
+    replies = []
+    for i in range(60):
+        responder = await ask(engine, make_message(f"guarde isto: {'x' * 3500} {i}", user="1"))
+        replies.append(responder)
+        if responder.texts == [t("storage_full", "pt")]:
+            break
+    assert replies[-1].texts == [t("storage_full", "pt")], "the cap was never reached"
+    assert replies[-1].sent[0].kind is ReplyKind.FALLBACK
+    stored_before = len(await engine.storage.nodes.recent("telegram:1", limit=500))
+    again = await ask(engine, make_message(f"e agora? {'y' * 3500}", user="1"))
+    assert again.texts == [t("storage_full", "pt")]
+    # One line a message, no traceback: nothing is wrong with the message or the code.
+    full_lines = [r for r in caplog.records if "storage full" in r.getMessage()]
+    assert len(full_lines) == 2 and all(r.exc_info is None for r in full_lines)
+    await _cap_database_pages(engine, None)
+    after = await ask(engine, make_message("voltou?", user="1"))
+    assert after.texts and after.texts[0] in ("Oi!", "Olá de novo!")
+    nodes = await engine.storage.nodes.recent("telegram:1", limit=500)
+    assert len(nodes) == stored_before + 2  # "voltou?" and its reply; nothing of the full spell
+    assert [n.content for n in nodes[-2:]] == ["voltou?", after.texts[0]]
+
+
 async def test_huge_message_is_capped_with_a_note(engine_factory) -> None:
     engine, provider = await engine_factory(["ok"], bot={"max_input_chars": 100})
     responder = await ask(engine, make_message("palavra " * 1000, user="5"))
