@@ -50,6 +50,12 @@ class StorageError(RuntimeError):
     """The database could not be opened, migrated or written (disk full, corrupt...)."""
 
 
+class StorageFullError(StorageError):
+    """A commit failed because the disk (or the database's size cap) is full. A class of
+    its own, not only a cause: it crosses from the writer process, where the cause does
+    not."""
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     """A schema step. Versions are global and unique: 1-9 core, 10-19 memory graph,
@@ -685,6 +691,8 @@ def _commit(raw: sqlite3.Connection) -> None:
         raw.execute("COMMIT")
     except sqlite3.Error as exc:
         _rollback(raw)
+        if exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+            raise StorageFullError(f"commit failed: {exc}") from exc
         raise StorageError(f"commit failed: {exc}") from exc
 
 
@@ -704,11 +712,10 @@ def is_storage_full(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, sqlite3.Error) and (
-            getattr(current, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-            or "database or disk is full" in str(current)
-        ):
+        if isinstance(current, StorageFullError):
             return True
+        if isinstance(current, sqlite3.Error) and current.sqlite_errorcode == sqlite3.SQLITE_FULL:
+            return True  # a statement that failed on a full disk (its error pickles whole)
         if isinstance(current, OSError) and current.errno == errno.ENOSPC:
             return True
         current = current.__cause__ or current.__context__

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from core.cleaner import contains_internal_marker
 from core.i18n import t
@@ -106,22 +109,30 @@ async def test_the_empty_message_notice_speaks_the_persons_language(engine_facto
     assert await engine.storage.users.get("telegram:new") is None
 
 
+def _cap_pages(extra_pages: int | None, raw) -> None:
+    # Module-level, so it pickles to the writer process and runs on its connection.
+    (pages,) = raw.execute("PRAGMA page_count").fetchone()
+    limit = 1_000_000_000 if extra_pages is None else pages + extra_pages
+    raw.execute(f"PRAGMA max_page_count={limit}").fetchone()
+
+
 async def _cap_database_pages(engine, extra_pages: int | None) -> None:
     """SQLite's own size cap on the connection that writes: past it, every write fails
     with SQLITE_FULL ("database or disk is full"), as on a full disk. None lifts it."""
-
-    def cap(raw) -> None:
-        (pages,) = raw.execute("PRAGMA page_count").fetchone()
-        limit = 1_000_000_000 if extra_pages is None else pages + extra_pages
-        raw.execute(f"PRAGMA max_page_count={limit}").fetchone()
-
-    await engine.storage.db.run(cap)
+    await engine.storage.db.run(functools.partial(_cap_pages, extra_pages))
 
 
-async def test_a_full_database_gets_an_honest_reply_and_recovers(engine_factory, caplog) -> None:
+@pytest.mark.parametrize("writer", ["loop", "process"])
+async def test_a_full_database_gets_an_honest_reply_and_recovers(
+    engine_factory, caplog, writer: str
+) -> None:
     engine, _ = await engine_factory(
-        ["Oi!"] * 60 + ["Olá de novo!"], bot={"rate_limit_messages": 0}
+        ["Oi!"] * 60 + ["Olá de novo!"],
+        bot={"rate_limit_messages": 0},
+        storage={"writer": writer},
     )
+    if writer == "process":
+        assert await engine.storage.db.wait_writer()  # the page cap goes to its connection
     await ask(engine, make_message("oi, tudo bem?", user="1"))
     await _cap_database_pages(engine, 0)
     # Free pages inside the file take a few messages; then every write fails.

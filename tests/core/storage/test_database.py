@@ -427,3 +427,36 @@ def test_many_opening_a_new_file_at_the_same_instant_all_open_it(tmp_path: Path)
         for thread in threads:
             thread.join()
     assert not failures, failures[:3]
+
+
+class _FullDiskConnection(sqlite3.Connection):
+    """A real connection whose COMMIT meets a full disk, as the WAL write at commit does
+    on a filled filesystem (SQLite's page cap fails the statement instead)."""
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+        if sql == "COMMIT":
+            error = sqlite3.OperationalError("database or disk is full")
+            error.sqlite_errorcode = sqlite3.SQLITE_FULL
+            raise error
+        return super().execute(sql, *args)
+
+
+def test_a_commit_on_a_full_disk_is_storage_full_even_across_processes(tmp_path: Path) -> None:
+    import pickle
+
+    from core.storage import StorageError, StorageFullError, is_storage_full
+    from core.storage.database import _commit
+
+    raw = sqlite3.connect(tmp_path / "full.db", factory=_FullDiskConnection)
+    raw.isolation_level = None
+    raw.execute("CREATE TABLE t(x)")
+    raw.execute("BEGIN IMMEDIATE")
+    raw.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(StorageFullError) as raised:
+        _commit(raw)
+    assert not raw.in_transaction  # rolled back
+    # The writer process sends the error pickled: its cause does not cross, its class does.
+    crossed = pickle.loads(pickle.dumps(raised.value))
+    assert crossed.__cause__ is None and is_storage_full(crossed)
+    assert not is_storage_full(StorageError("commit failed: database is locked"))
+    raw.close()
