@@ -25,6 +25,17 @@ def frame(value: Any) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
+def pickle_error(value: Any) -> Exception | None:
+    """None when ``value`` survives the trip to the other process (pickled, then
+    unpickled there), else what stopped it: an exception whose class cannot be rebuilt
+    from its arguments, a lambda, an open file..."""
+    try:
+        pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception as exc:
+        return exc
+    return None
+
+
 class FrameDecoder:
     """Bytes as they arrive in, whole messages out (a read may hold several, or part of
     one)."""

@@ -30,7 +30,6 @@ import asyncio
 import itertools
 import logging
 import multiprocessing
-import pickle
 import signal
 import socket
 import zlib
@@ -40,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.engine import InFlight, Startable
 from core.i18n import detect_language, t
-from core.ipc import FrameProtocol, frame
+from core.ipc import FrameProtocol, frame, pickle_error
 from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
 
 if TYPE_CHECKING:
@@ -361,11 +360,9 @@ async def _serve(
 
 
 def _portable(exc: Exception) -> Exception:
-    """``exc`` if it survives a pickle round trip (our own errors do), else a RuntimeError
-    with its type and message."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-    except Exception:
+    """``exc`` if it crosses to the parent (our own errors do), else a RuntimeError with
+    its type and message."""
+    if pickle_error(exc) is not None:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
     return exc
 

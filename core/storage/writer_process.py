@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.ipc import HEADER, FrameProtocol, frame
+from core.ipc import HEADER, FrameProtocol, frame, pickle_error
 
 log = logging.getLogger(__name__)
 
@@ -227,10 +227,8 @@ def _portable(results: WriteResults) -> WriteResults:
 
     out: WriteResults = []
     for ok, value in results:
-        try:
-            pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        except Exception as exc:  # any failure to cross is reported
-            out.append((False, StorageError(f"write result could not be returned: {exc!r}")))
+        if (problem := pickle_error(value)) is not None:  # any failure to cross is reported
+            out.append((False, StorageError(f"write result could not be returned: {problem!r}")))
         else:
             out.append((ok, value))
     return out
