@@ -86,11 +86,7 @@ class GuardStage:
             # Nothing to detect a language from: the one we know the person by, else
             # their platform's, else the bot's default (a read only; nothing is stored).
             known = await ctx.services.storage.users.get(ctx.owner)
-            language = (
-                (known.language if known else None)
-                or normalise_locale(message.locale)
-                or ctx.services.config.default_language
-            )
+            language = known_language(ctx, known.language if known else None)
             await ctx.send(Reply(t("empty", language), ReplyKind.NOTICE))
             return
         await call_next()
@@ -101,6 +97,12 @@ class GuardStage:
             return False
         self._noticed.add(owner)
         return True
+
+
+def known_language(ctx: TurnContext, stored: str | None) -> str:
+    """The person's language when their words do not tell it: the one stored for them,
+    else their platform's, else the bot's default."""
+    return stored or normalise_locale(ctx.message.locale) or ctx.services.config.default_language
 
 
 class IdentifyStage:
@@ -116,12 +118,7 @@ class IdentifyStage:
         )
         # A command's words (/help, /remember) say nothing about the person's language.
         detected = detect_language(ctx.text) if message.command is None else None
-        language = (
-            detected
-            or ctx.user.language
-            or normalise_locale(message.locale)
-            or ctx.services.config.default_language
-        )
+        language = detected or known_language(ctx, ctx.user.language)
         if detected and detected != ctx.user.language:
             # This reply uses what was detected; the write need not hold it up.
             await users.set_language(ctx.owner, detected, wait=False)
