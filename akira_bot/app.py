@@ -8,9 +8,12 @@ import gc
 import logging
 import math
 import signal
+from collections.abc import Sequence
+from types import ModuleType
 
 from adapters.base import Adapter
-from akira_bot.features import installers
+from akira_bot.features import builtin_modules
+from akira_bot.plugins import Plugin, PluginRef, resolve_all, set_up
 from akira_bot.settings import Settings
 from core.commands import CommandRouter, CommandStage
 from core.embeddings import Embedder, build_embedder
@@ -111,14 +114,28 @@ def default_pipeline(router: CommandRouter) -> Pipeline:
     )
 
 
+def plugin_refs(settings: Settings, plugins: Sequence[PluginRef] = ()) -> list[PluginRef]:
+    """Every plugin an engine for ``settings`` sets up, in order: the built-ins that are
+    on, ``bot.plugins``, then ``plugins`` given in code."""
+    return [*builtin_modules(settings.bot.builtins), *settings.bot.plugins, *plugins]
+
+
+def resolve_plugins(settings: Settings, plugins: Sequence[PluginRef] = ()) -> list[Plugin]:
+    """Find and import every plugin (a PluginError names the first that fails)."""
+    return resolve_all(plugin_refs(settings, plugins))
+
+
 def build_engine(
     settings: Settings,
     *,
     llm: LLMProvider | None = None,
     embedder: Embedder | None = None,
+    plugins: Sequence[PluginRef] = (),
 ) -> Engine:
-    """The engine for ``settings``; ``llm``/``embedder`` override the configured ones
-    (tests, embedding a bot in another program)."""
+    """The engine for ``settings`` with its plugins set up; ``llm``/``embedder`` override
+    the configured ones (tests, embedding a bot in another program), ``plugins`` are set
+    up after the ones the settings name."""
+    resolved = resolve_plugins(settings, plugins)
     storage = SQLiteStorage(
         settings.database_path, writer_process=settings.storage.writer == "process"
     )
@@ -136,24 +153,33 @@ def build_engine(
     )
     router = CommandRouter()
     pipeline = default_pipeline(router)
-    for install in installers():
-        install(settings, services, pipeline, router)
+    # Typed lookups for handlers: /help lists the router's commands, a plugin's handler
+    # may read the app's settings.
+    services.provide(router)
+    services.provide(settings, Settings)
+    set_up(resolved, settings, services, pipeline, router)
     return Engine(services, pipeline, router)
 
 
-def build_handler(settings: Settings, *, llm: LLMProvider | None = None) -> Engine | ShardedEngine:
+def build_handler(
+    settings: Settings, *, llm: LLMProvider | None = None, plugins: Sequence[PluginRef] = ()
+) -> Engine | ShardedEngine:
     """What the adapters talk to: the engine itself, or with ``bot.workers`` above 1 the
     engine in that many worker processes (each built by :func:`build_engine` from these
-    settings, ``llm`` pickled into each). The global bound on concurrent messages is
-    shared out among the workers."""
+    settings, ``llm`` pickled into each, every plugin set up in each). The global bound on
+    concurrent messages is shared out among the workers."""
     workers = settings.bot.workers
     if workers == 1:
-        return build_engine(settings, llm=llm)
+        return build_engine(settings, llm=llm, plugins=plugins)
+    # Imported here first, so a missing plugin stops the bot before any worker starts;
+    # modules travel to the workers by name (a module does not pickle).
+    resolve_plugins(settings, plugins)
+    refs = [p.__name__ if isinstance(p, ModuleType) else p for p in plugins]
     share = math.ceil(settings.bot.max_concurrent / workers)
     bot = settings.bot.model_copy(update={"max_concurrent": share})
     worker_settings = settings.model_copy(update={"bot": bot})
     return ShardedEngine(
-        functools.partial(build_engine, worker_settings, llm=llm),
+        functools.partial(build_engine, worker_settings, llm=llm, plugins=refs),
         workers,
         prepare=tune_garbage_collector,
         default_language=settings.bot.default_language,

@@ -13,6 +13,7 @@ from typing import Any
 
 from adapters.base import AdapterStartError
 from akira_bot.errors import CLIError
+from akira_bot.plugins import PluginError
 from akira_bot.settings import CONFIG_ENV, Settings, SettingsError, load_settings
 from core.cleaner import fix_unicode
 from core.embeddings import EmbeddingError
@@ -224,7 +225,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as exc:
         print(f"akira-bot: {exc}", file=sys.stderr)
         return exc.code
-    except (LLMError, EmbeddingError, EmotionError, StorageError, AdapterStartError) as exc:
+    except (
+        LLMError,
+        EmbeddingError,
+        EmotionError,
+        StorageError,
+        AdapterStartError,
+        PluginError,
+        SettingsError,
+    ) as exc:
         # Expected failures (a model that cannot load, a database that cannot open) are
         # explained in one line; secrets were already kept out of these messages.
         print(f"akira-bot: {exc}", file=sys.stderr)

@@ -6,9 +6,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -19,6 +27,8 @@ from pydantic_settings import (
 from adapters.discord.config import DiscordConfig
 from adapters.telegram.config import TelegramConfig
 from core.llm.config import LLMConfig
+
+M = TypeVar("M", bound=BaseModel)
 
 CONFIG_ENV = "AKIRA_CONFIG"  # path of the optional TOML settings file
 DEFAULT_CONFIG_FILE = "akira.toml"  # read from the working directory when present
@@ -82,6 +92,11 @@ class StorageSettings(_Section):
     writer: Literal["loop", "process"] = "loop"
 
 
+BuiltinName = Literal["emotion", "structured_memories", "user_commands", "admin_commands"]
+# The built-in plugins (modules akira_bot.features.<name>), in the order they are set up.
+BUILTINS: tuple[BuiltinName, ...] = get_args(BuiltinName)
+
+
 class BotSettings(_Section):
     default_language: Literal["pt", "en"] = "pt"
     persona_file: Path | None = None
@@ -96,6 +111,21 @@ class BotSettings(_Section):
     workers: int = Field(default=1, ge=1, le=64)
     # Our own ids per platform, so imported history and echoes are recognised as ours.
     own_ids: list[str] = Field(default_factory=list)
+    # Plugins to set up, in this order: module paths or names of entry points in the
+    # group akira_bot.plugins (see akira_bot.plugins, docs/plugins.md).
+    plugins: list[str] = Field(default_factory=list)
+    # The built-in plugins that are on (all by default); leave one out to switch it off,
+    # e.g. AKIRA_BOT__BUILTINS='["structured_memories","user_commands","admin_commands"]'
+    # is a bot without emotion tracking. They are set up in this fixed order, first.
+    builtins: list[BuiltinName] = Field(default_factory=lambda: list(BUILTINS))
+
+    @field_validator("plugins")
+    @classmethod
+    def _plugin_names(cls, value: list[str]) -> list[str]:
+        names = [v.strip() for v in value]
+        if any(not n for n in names):
+            raise ValueError("a plugin name is empty")
+        return names
 
 
 class Settings(BaseSettings):
@@ -137,8 +167,77 @@ class Settings(BaseSettings):
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         toml_path = _toml_path()
         if toml_path is not None:
+            sources.append(_SettingsFile(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+
+class _SettingsFile(TomlConfigSettingsSource):
+    """The TOML file minus the tables that belong to plugins (``[dice]`` for the plugin
+    ``dice``): those are read by the plugin (:func:`load_section`). Any other unknown
+    table is still an error."""
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        claimed = set(_listed_plugins(data))
+        return {k: v for k, v in data.items() if k in Settings.model_fields or k not in claimed}
+
+
+def _listed_plugins(data: dict[str, Any]) -> list[str]:
+    from akira_bot.plugins import plugin_name
+
+    refs: list[Any] = []
+    bot = data.get("bot")
+    if isinstance(bot, dict) and isinstance(bot.get("plugins"), list):
+        refs.extend(bot["plugins"])
+    try:
+        listed = json.loads(os.environ.get("AKIRA_BOT__PLUGINS") or "[]")
+    except ValueError:
+        listed = []  # reported by the settings themselves
+    if isinstance(listed, list):
+        refs.extend(listed)
+    return [plugin_name(r) for r in refs if isinstance(r, str)]
+
+
+class _SectionSettings(BaseSettings):
+    """Reads one extra settings section (a plugin's): ``AKIRA_<NAME>__*`` and the
+    settings file's ``[<name>]`` table; everything else in them is someone else's."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AKIRA_", env_nested_delimiter="__", extra="ignore", env_ignore_empty=True
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml_path = _toml_path()
+        if toml_path is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
         return tuple(sources)
+
+
+def load_section(name: str, model: type[M]) -> M:
+    """``model`` read from ``AKIRA_<NAME>__<FIELD>`` variables and the settings file's
+    ``[<name>]`` table; raises SettingsError naming the variable on a bad value."""
+    if name in Settings.model_fields:
+        raise SettingsError(f"the settings section [{name}] is AKIRA's own; rename the plugin")
+    holder = create_model(
+        f"{name}_section",
+        __base__=_SectionSettings,
+        **{name: (model, Field(default_factory=model))},  # type: ignore[call-overload]
+    )
+    try:
+        return getattr(holder(), name)  # type: ignore[no-any-return]
+    except ValidationError as exc:
+        raise SettingsError("\n".join(_describe(dict(e)) for e in exc.errors())) from None
+    except ValueError as exc:  # JSON or TOML syntax
+        raise SettingsError(f"invalid settings for [{name}]: {exc}") from None
 
 
 class SettingsError(ValueError):

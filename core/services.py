@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.background import BackgroundTasks
 from core.embeddings.base import Embedder
@@ -16,7 +16,12 @@ from core.storage.sqlite import SQLiteStorage
 from core.types import utcnow
 
 if TYPE_CHECKING:
+    from core.memory.extraction import MemoryExtractor
+    from core.memory.structured import StructuredMemories
     from core.pipeline import TurnContext
+    from core.stages.emotion import EmotionTracker
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +54,32 @@ class Services:
     embedder: Embedder | None = None
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     started_at: datetime = field(default_factory=utcnow)
-    # Optional parts filled by their features (emotion detector, structured memories...).
+    # The optional parts the built-in plugins fill in; None while a plugin is switched off.
+    structured_memories: StructuredMemories | None = None
+    emotion: EmotionTracker | None = None
+    emotion_detector: str | None = None  # the detector's name, for /stats
+    memory_extractor: MemoryExtractor | None = None
+    # Older string-keyed access to the same parts ("structured_memories",
+    # "emotion_tracker"...), still filled for code written against it; new code uses the
+    # typed attributes above, and a plugin's own objects go through provide()/get().
     extras: dict[str, Any] = field(default_factory=dict)
     # Run in the background after a reply was delivered (memory extraction...).
     after_reply: list[AfterReplyHook] = field(default_factory=list)
+    _by_type: dict[type, Any] = field(default_factory=dict, repr=False)
+
+    def provide(self, value: object, kind: type | None = None) -> None:
+        """Make ``value`` findable by its type (or ``kind``): a plugin's settings, its
+        own service objects. One object per type."""
+        self._by_type[kind or type(value)] = value
+
+    def get(self, kind: type[T]) -> T | None:
+        """The object provided for ``kind``, None when none was."""
+        value = self._by_type.get(kind)
+        return value if isinstance(value, kind) else None
+
+    def require(self, kind: type[T]) -> T:
+        """The object provided for ``kind``; a LookupError naming it when none was."""
+        value = self.get(kind)
+        if value is None:
+            raise LookupError(f"no {kind.__name__} was provided to the services")
+        return value

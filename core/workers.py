@@ -341,8 +341,9 @@ async def _serve(
     import os
 
     loop = asyncio.get_running_loop()
-    engine = factory()
     try:
+        # Building can fail too (a plugin whose setup raises): the same one-line error.
+        engine = factory()
         await engine.start()
     except Exception as exc:
         # The parent raises this same error (a database of another embedding model...),

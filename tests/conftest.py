@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
-from datetime import UTC, datetime
-from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +11,11 @@ import pytest
 
 from akira_bot.app import build_engine
 from akira_bot.settings import Settings
+from akira_bot.testing.messages import ask, make_message
 from core.engine import Engine
 from core.llm import ScriptedProvider
-from core.types import ChatKind, ChatRef, Command, IncomingMessage, RecordingResponder, UserRef
 
-_ids = count(1)
+__all__ = ["ask", "make_message"]
 
 
 @pytest.fixture(autouse=True)
@@ -30,39 +28,6 @@ def _root_logging_restored() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-
-
-def make_message(
-    text: str,
-    *,
-    user: str = "42",
-    platform: str = "telegram",
-    chat: str | None = None,
-    kind: ChatKind = ChatKind.DM,
-    scope: str | None = None,
-    at: datetime | None = None,
-    admin: bool = False,
-    bot: bool = False,
-    addressed: bool = True,
-    message_id: str | None = None,
-    reply_to: str | None = None,
-    name: str | None = None,
-) -> IncomingMessage:
-    """An incoming message as an adapter would build it (commands parsed from the text)."""
-    chat_id = chat or (f"dm-{user}" if kind is ChatKind.DM else "group-1")
-    return IncomingMessage(
-        platform=platform,
-        chat=ChatRef(platform, chat_id, kind, scope=scope),
-        author=UserRef(
-            platform, user, display_name=name or f"user{user}", is_bot=bot, is_admin=admin
-        ),
-        text=text,
-        message_id=message_id or str(next(_ids)),
-        sent_at=at or datetime.now(UTC),
-        reply_to_id=reply_to,
-        addressed=addressed,
-        command=Command.parse(text),
-    )
 
 
 @pytest.fixture
@@ -104,9 +69,3 @@ async def engine_factory(
     yield make
     for engine in engines:
         await engine.close()
-
-
-async def ask(engine: Engine, message: IncomingMessage) -> RecordingResponder:
-    responder = RecordingResponder()
-    await engine.handle(message, responder)
-    return responder

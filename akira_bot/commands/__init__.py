@@ -1,19 +1,18 @@
 """The chat commands layer: written once, used by every adapter.
 
-``register_commands(router)`` adds the everyone-commands (/start /help /remember /memories
-/forget /forgetme /export /mood) and the admin ones (/stats /user /verify) to a
-:class:`core.commands.CommandRouter`. The ``commands`` feature calls it when the app is
-built; a developer building their own bot can call it on their own router.
+The handlers are module-level functions (``akira_bot.commands.user.remember``...), each
+``async def handler(ctx, args) -> str | Reply | None``, importable and testable on their
+own. The built-in plugins ``user_commands`` and ``admin_commands`` register them; a bot
+assembled in code can call :func:`register_commands` on its own router.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from akira_bot.commands.admin import register_admin_commands
+from akira_bot.commands.admin import ADMIN_COMMANDS, register_admin_commands
 from akira_bot.commands.user import (
     FORGETME_WINDOW,
     PAGE_SIZE,
+    USER_COMMANDS,
     ForgetMeConfirmations,
     parse_remember,
     register_user_commands,
@@ -21,8 +20,10 @@ from akira_bot.commands.user import (
 from core.commands import CommandRouter
 
 __all__ = [
+    "ADMIN_COMMANDS",
     "FORGETME_WINDOW",
     "PAGE_SIZE",
+    "USER_COMMANDS",
     "ForgetMeConfirmations",
     "parse_remember",
     "register_admin_commands",
@@ -31,15 +32,7 @@ __all__ = [
 ]
 
 
-def register_commands(
-    router: CommandRouter,
-    *,
-    page_size: int = PAGE_SIZE,
-    forgetme_window: timedelta = FORGETME_WINDOW,
-) -> ForgetMeConfirmations:
-    """Register every built-in command; returns the /forgetme confirmation tracker."""
-    confirmations = register_user_commands(
-        router, page_size=page_size, forgetme_window=forgetme_window
-    )
+def register_commands(router: CommandRouter) -> None:
+    """Register every built-in command (everyone's, then the admins')."""
+    register_user_commands(router)
     register_admin_commands(router)
-    return confirmations

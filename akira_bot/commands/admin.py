@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 
 from akira_bot.commands.texts import tr
 from akira_bot.commands.user import memories_service, read_mood
-from core.commands import CommandResult, CommandRouter, UsageError
+from core.commands import CommandHandler, CommandResult, CommandRouter, UsageError
 from core.i18n import ago
 from core.pipeline import TurnContext
 from core.services import Services
-from core.types import Reply, ReplyKind, parse_user_key, utcnow
+from core.types import CommandSpec, Reply, ReplyKind, parse_user_key, utcnow
 
 _MEM_ID = re.compile(r"^mem_[0-9a-f]{1,64}$")
 _USER_KEY_MAX = 200
@@ -69,108 +69,122 @@ def _when(value: datetime | None, at: datetime, language: str) -> str:
     return f"{value.strftime('%Y-%m-%d %H:%M')} UTC ({ago(max(0.0, (at - value).total_seconds()), language)})"
 
 
-def register_admin_commands(router: CommandRouter) -> None:
-    @router.command(
-        "stats",
-        "Bot statistics (admins)",
-        description_pt="Estatísticas do bot (admins)",
-        admin_only=True,
-    )
-    async def stats(ctx: TurnContext, args: str) -> CommandResult:
-        services = ctx.services
-        none = tr("none", ctx.language)
-        counts = await memories_service(services).counts()
-        return Reply(
-            tr(
-                "stats",
-                ctx.language,
-                users=await services.storage.users.count(),
-                messages=await services.storage.nodes.count(),
-                memories=counts.total,
-                verified=counts.verified,
-                unverified=counts.unverified,
-                # Uptime is about the running process: wall clock on purpose.
-                uptime=format_uptime(utcnow() - services.started_at),
-                llm=_llm_name(services),
-                embedder=_embedder_name(services) or none,
-                emotion=_component_name(services.extras.get("emotion_detector"), none),
-                background=services.background.pending,
-            ),
-            ReplyKind.COMMAND,
-            private=True,
-        )
-
-    @router.command(
-        "user",
-        "A person's profile, mood and memory counts (admins)",
-        description_pt="Perfil, humor e memórias de uma pessoa (admins)",
-        admin_only=True,
-        args_hint="<platform:id>",
-    )
-    async def user(ctx: TurnContext, args: str) -> CommandResult:
-        key = args.strip()
-        try:
-            if len(key) > _USER_KEY_MAX or " " in key:
-                raise ValueError(key)
-            parse_user_key(key)
-        except ValueError:
-            raise UsageError(tr("user_usage", ctx.language)) from None
-        services = ctx.services
-        record = await services.storage.users.get(key)
-        if record is None:
-            return Reply(
-                tr("user_not_found", ctx.language, user=key), ReplyKind.COMMAND, private=True
-            )
-        at = ctx.message.sent_at
-        counts = await memories_service(services).counts(key, at=at)
-        emotion = record.profile.get("emotion")
-        mood = read_mood(emotion if isinstance(emotion, dict) else {}, at, services)
-        if mood.hostile:
-            hostile = "hostile history" if ctx.language == "en" else "histórico hostil"
-            mood_text = f"{mood.summary(ctx.language)}, {hostile}"
-        else:
-            mood_text = mood.summary(ctx.language)
-        text = tr(
-            "user_info",
+async def stats(ctx: TurnContext, args: str) -> CommandResult:
+    services = ctx.services
+    none = tr("none", ctx.language)
+    counts = await memories_service(services).counts()
+    return Reply(
+        tr(
+            "stats",
             ctx.language,
-            user=key,
-            name=record.display_name or "-",
-            language=record.language or "-",
-            created=_when(record.created_at, at, ctx.language),
-            seen=_when(record.last_seen_at, at, ctx.language),
-            messages=await services.storage.nodes.count(key),
+            users=await services.storage.users.count(),
+            messages=await services.storage.nodes.count(),
             memories=counts.total,
             verified=counts.verified,
             unverified=counts.unverified,
-            expired=counts.expired,
-            emotion=mood_text,
-        )
-        return Reply(text, ReplyKind.COMMAND, private=True)
-
-    @router.command(
-        "verify",
-        "Verify a memory the bot inferred (admins)",
-        description_pt="Verificar uma memória deduzida pelo bot (admins)",
-        admin_only=True,
-        args_hint="<mem_id>",
+            # Uptime is about the running process: wall clock on purpose.
+            uptime=format_uptime(utcnow() - services.started_at),
+            llm=_llm_name(services),
+            embedder=_embedder_name(services) or none,
+            emotion=services.emotion_detector or none,
+            background=services.background.pending,
+        ),
+        ReplyKind.COMMAND,
+        private=True,
     )
-    async def verify(ctx: TurnContext, args: str) -> CommandResult:
-        memory_id = args.strip().lower()
-        if not _MEM_ID.match(memory_id):
-            raise UsageError(tr("verify_usage", ctx.language))
-        service = memories_service(ctx.services)
-        owner = await service.store.owner_of(memory_id)
-        if owner is None:
-            return Reply(tr("verify_not_found", ctx.language), ReplyKind.COMMAND, private=True)
-        before = await service.get(owner, memory_id)
-        memory = await service.verify(
-            owner, memory_id, verified_by=ctx.owner, at=ctx.message.sent_at
-        )
-        if memory is None or before is None:
-            return Reply(tr("verify_not_found", ctx.language), ReplyKind.COMMAND, private=True)
-        key = "verify_already" if before.verified else "verify_done"
-        return Reply(
-            tr(key, ctx.language, category=memory.category.value, key=memory.key, owner=owner),
-            ReplyKind.COMMAND,
-            private=True,
-        )
+
+
+async def user(ctx: TurnContext, args: str) -> CommandResult:
+    key = args.strip()
+    try:
+        if len(key) > _USER_KEY_MAX or " " in key:
+            raise ValueError(key)
+        parse_user_key(key)
+    except ValueError:
+        raise UsageError(tr("user_usage", ctx.language)) from None
+    services = ctx.services
+    record = await services.storage.users.get(key)
+    if record is None:
+        return Reply(tr("user_not_found", ctx.language, user=key), ReplyKind.COMMAND, private=True)
+    at = ctx.message.sent_at
+    counts = await memories_service(services).counts(key, at=at)
+    emotion = record.profile.get("emotion")
+    mood = read_mood(emotion if isinstance(emotion, dict) else {}, at, services)
+    if mood.hostile:
+        hostile = "hostile history" if ctx.language == "en" else "histórico hostil"
+        mood_text = f"{mood.summary(ctx.language)}, {hostile}"
+    else:
+        mood_text = mood.summary(ctx.language)
+    text = tr(
+        "user_info",
+        ctx.language,
+        user=key,
+        name=record.display_name or "-",
+        language=record.language or "-",
+        created=_when(record.created_at, at, ctx.language),
+        seen=_when(record.last_seen_at, at, ctx.language),
+        messages=await services.storage.nodes.count(key),
+        memories=counts.total,
+        verified=counts.verified,
+        unverified=counts.unverified,
+        expired=counts.expired,
+        emotion=mood_text,
+    )
+    return Reply(text, ReplyKind.COMMAND, private=True)
+
+
+async def verify(ctx: TurnContext, args: str) -> CommandResult:
+    memory_id = args.strip().lower()
+    if not _MEM_ID.match(memory_id):
+        raise UsageError(tr("verify_usage", ctx.language))
+    service = memories_service(ctx.services)
+    owner = await service.store.owner_of(memory_id)
+    if owner is None:
+        return Reply(tr("verify_not_found", ctx.language), ReplyKind.COMMAND, private=True)
+    before = await service.get(owner, memory_id)
+    memory = await service.verify(owner, memory_id, verified_by=ctx.owner, at=ctx.message.sent_at)
+    if memory is None or before is None:
+        return Reply(tr("verify_not_found", ctx.language), ReplyKind.COMMAND, private=True)
+    key = "verify_already" if before.verified else "verify_done"
+    return Reply(
+        tr(key, ctx.language, category=memory.category.value, key=memory.key, owner=owner),
+        ReplyKind.COMMAND,
+        private=True,
+    )
+
+
+ADMIN_COMMANDS: list[tuple[CommandSpec, CommandHandler]] = [
+    (
+        CommandSpec(
+            "stats", "Bot statistics (admins)", "Estatísticas do bot (admins)", admin_only=True
+        ),
+        stats,
+    ),
+    (
+        CommandSpec(
+            "user",
+            "A person's profile, mood and memory counts (admins)",
+            "Perfil, humor e memórias de uma pessoa (admins)",
+            admin_only=True,
+            args_hint="<platform:id>",
+        ),
+        user,
+    ),
+    (
+        CommandSpec(
+            "verify",
+            "Verify a memory the bot inferred (admins)",
+            "Verificar uma memória deduzida pelo bot (admins)",
+            admin_only=True,
+            args_hint="<mem_id>",
+        ),
+        verify,
+    ),
+]
+
+
+def register_admin_commands(router: CommandRouter) -> None:
+    """Register /stats /user /verify on ``router`` (each ``admin_only``: the router
+    checks the caller on every call)."""
+    for spec, handler in ADMIN_COMMANDS:
+        router.register(spec, handler)

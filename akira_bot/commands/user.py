@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from akira_bot.commands.texts import state_name, tr
-from core.commands import CommandResult, CommandRouter, UsageError
+from core.commands import CommandHandler, CommandResult, CommandRouter, UsageError
 from core.i18n import ago
 from core.memory.structured import (
     EXTRAS_KEY,
@@ -37,7 +37,7 @@ from core.memory.structured import (
 )
 from core.pipeline import TurnContext
 from core.services import Services
-from core.types import Attachment, Reply, ReplyKind
+from core.types import Attachment, CommandSpec, Reply, ReplyKind
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +50,12 @@ _CATEGORIES = ", ".join(c.value for c in Category)
 
 
 def memories_service(services: Services) -> StructuredMemories:
-    """The structured-memory service the feature installed (or one over the storage part,
-    so commands work even when the feature's prompt stage is switched off)."""
-    service = services.extras.get(EXTRAS_KEY)
-    if not isinstance(service, StructuredMemories):
-        service = StructuredMemories(services.storage.memories)
+    """The structured-memory service the built-in plugin set up (or one over the storage
+    part, so the commands work with that plugin switched off)."""
+    service = services.structured_memories
+    if service is None:
+        service = StructuredMemories(services.storage.memories, storage=services.storage)
+        services.structured_memories = service
         services.extras[EXTRAS_KEY] = service
     return service
 
@@ -162,6 +163,15 @@ class ForgetMeConfirmations:
         self._pending.pop(owner, None)
 
 
+def _confirmations(services: Services) -> ForgetMeConfirmations:
+    """The engine's pending /forgetme codes (one tracker per engine)."""
+    tracker = services.get(ForgetMeConfirmations)
+    if tracker is None:
+        tracker = ForgetMeConfirmations()
+        services.provide(tracker)
+    return tracker
+
+
 # --- the commands -----------------------------------------------------------------------------
 
 
@@ -176,221 +186,230 @@ def _list_entry(index: int, memory: StructuredMemory, at: datetime, language: st
     return f"{entry}\n    id: {memory.id}"
 
 
-def register_user_commands(
-    router: CommandRouter,
-    *,
-    page_size: int = PAGE_SIZE,
-    forgetme_window: timedelta = FORGETME_WINDOW,
-) -> ForgetMeConfirmations:
-    """Register the everyone-commands on ``router``; returns the /forgetme confirmations
-    (tests and tools may inspect them)."""
-    confirmations = ForgetMeConfirmations(forgetme_window)
-
-    @router.command(
-        "start", "Say hello and see what I can do", description_pt="Começar e ver o que eu faço"
+async def start(ctx: TurnContext, args: str) -> CommandResult:
+    name = ctx.message.author.display_name
+    return tr(
+        "start",
+        ctx.language,
+        name=f", {name}" if name else "",
+        bot=ctx.services.persona.name,
     )
-    async def start(ctx: TurnContext, args: str) -> CommandResult:
-        name = ctx.message.author.display_name
-        return tr(
-            "start",
-            ctx.language,
-            name=f", {name}" if name else "",
-            bot=ctx.services.persona.name,
+
+
+async def help_(ctx: TurnContext, args: str) -> CommandResult:
+    pt = ctx.language == "pt"
+
+    def line(spec: Any) -> str:
+        hint = f" {spec.args_hint}" if spec.args_hint else ""
+        text = (spec.description_pt if pt else "") or spec.description
+        return f"/{spec.name}{hint} — {text}"
+
+    specs = ctx.services.require(CommandRouter).specs
+    lines = [tr("help_header", ctx.language)]
+    lines.extend(line(s) for s in specs if not s.admin_only)
+    if ctx.message.author.is_admin:
+        admin = [line(s) for s in specs if s.admin_only]
+        if admin:
+            lines.extend(["", tr("help_admin_header", ctx.language), *admin])
+    return "\n".join(lines)
+
+
+async def remember(ctx: TurnContext, args: str) -> CommandResult:
+    usage = tr("remember_usage", ctx.language, categories=_CATEGORIES)
+    if not args.strip():
+        raise UsageError(usage)
+    try:
+        request = parse_remember(args)
+        memory, outcome = await memories_service(ctx.services).store_memory(
+            ctx.owner,
+            request.category,
+            request.key,
+            request.content,
+            tags=request.tags,
+            source=Source.USER,
+            scope=ctx.message.chat.privacy_scope,
+            at=ctx.message.sent_at,
         )
+    except UnknownCategory:
+        raise UsageError(
+            f"{tr('remember_bad_category', ctx.language, categories=_CATEGORIES)}\n{usage}"
+        ) from None
+    except MemoryValidationError:
+        limits = tr(
+            "remember_limits",
+            ctx.language,
+            key=MAX_KEY_CHARS,
+            content=MAX_CONTENT_CHARS,
+            tags=MAX_TAGS,
+            tag=MAX_TAG_CHARS,
+        )
+        raise UsageError(f"{limits}\n{usage}") from None
+    text_key = {
+        StoreOutcome.CREATED: "remember_created",
+        StoreOutcome.UPDATED: "remember_updated",
+    }.get(outcome, "remember_unchanged")
+    return tr(text_key, ctx.language, category=memory.category.value, key=memory.key)
 
-    @router.command("help", "List the commands", description_pt="Listar os comandos")
-    async def help_(ctx: TurnContext, args: str) -> CommandResult:
-        pt = ctx.language == "pt"
 
-        def line(spec: Any) -> str:
-            hint = f" {spec.args_hint}" if spec.args_hint else ""
-            text = (spec.description_pt if pt else "") or spec.description
-            return f"/{spec.name}{hint} — {text}"
-
-        specs = router.specs
-        lines = [tr("help_header", ctx.language)]
-        lines.extend(line(s) for s in specs if not s.admin_only)
-        if ctx.message.author.is_admin:
-            admin = [line(s) for s in specs if s.admin_only]
-            if admin:
-                lines.extend(["", tr("help_admin_header", ctx.language), *admin])
-        return "\n".join(lines)
-
-    @router.command(
-        "remember",
-        "Remember something about you",
-        description_pt="Guardar algo sobre você",
-        args_hint="<text | key: content>",
-    )
-    async def remember(ctx: TurnContext, args: str) -> CommandResult:
-        usage = tr("remember_usage", ctx.language, categories=_CATEGORIES)
-        if not args.strip():
-            raise UsageError(usage)
-        try:
-            request = parse_remember(args)
-            memory, outcome = await memories_service(ctx.services).store_memory(
-                ctx.owner,
-                request.category,
-                request.key,
-                request.content,
-                tags=request.tags,
-                source=Source.USER,
-                scope=ctx.message.chat.privacy_scope,
-                at=ctx.message.sent_at,
-            )
-        except UnknownCategory:
-            raise UsageError(
-                f"{tr('remember_bad_category', ctx.language, categories=_CATEGORIES)}\n{usage}"
-            ) from None
-        except MemoryValidationError:
-            limits = tr(
-                "remember_limits",
-                ctx.language,
-                key=MAX_KEY_CHARS,
-                content=MAX_CONTENT_CHARS,
-                tags=MAX_TAGS,
-                tag=MAX_TAG_CHARS,
-            )
-            raise UsageError(f"{limits}\n{usage}") from None
-        text_key = {
-            StoreOutcome.CREATED: "remember_created",
-            StoreOutcome.UPDATED: "remember_updated",
-        }.get(outcome, "remember_unchanged")
-        return tr(text_key, ctx.language, category=memory.category.value, key=memory.key)
-
-    @router.command(
-        "memories",
-        "What I know about you",
-        description_pt="O que eu sei sobre você",
-        args_hint="[page]",
-    )
-    async def memories(ctx: TurnContext, args: str) -> CommandResult:
-        raw = args.strip()
-        if raw and not (raw.isdigit() and len(raw) <= 6 and int(raw) >= 1):
-            raise UsageError(tr("memories_usage", ctx.language))
-        page = int(raw) if raw else 1
-        at = ctx.message.sent_at
-        everything = await memories_service(ctx.services).all(ctx.owner, limit=MAX_LISTED)
-        if not everything:
-            return _reply(tr("memories_empty", ctx.language), private=True)
-        # Active first (priority, then recency, as recall orders them), expired ones last.
-        ordered = [m for m in everything if not m.expired(at)] + [
-            m for m in everything if m.expired(at)
-        ]
-        pages = (len(ordered) + page_size - 1) // page_size
-        if page > pages:
-            return _reply(
-                tr("memories_no_page", ctx.language, page=page, pages=pages), private=True
-            )
-        verified = sum(1 for m in ordered if m.verified)
-        first = (page - 1) * page_size
-        lines = [
-            tr(
-                "memories_header",
-                ctx.language,
-                page=page,
-                pages=pages,
-                total=len(ordered),
-                verified=verified,
-                unverified=len(ordered) - verified,
-            )
-        ]
-        for i, memory in enumerate(ordered[first : first + page_size], first + 1):
-            lines.append("")
-            lines.append(_list_entry(i, memory, at, ctx.language))
+async def memories(ctx: TurnContext, args: str) -> CommandResult:
+    raw = args.strip()
+    if raw and not (raw.isdigit() and len(raw) <= 6 and int(raw) >= 1):
+        raise UsageError(tr("memories_usage", ctx.language))
+    page = int(raw) if raw else 1
+    at = ctx.message.sent_at
+    everything = await memories_service(ctx.services).all(ctx.owner, limit=MAX_LISTED)
+    if not everything:
+        return _reply(tr("memories_empty", ctx.language), private=True)
+    # Active first (priority, then recency, as recall orders them), expired ones last.
+    ordered = [m for m in everything if not m.expired(at)] + [
+        m for m in everything if m.expired(at)
+    ]
+    pages = (len(ordered) + PAGE_SIZE - 1) // PAGE_SIZE
+    if page > pages:
+        return _reply(tr("memories_no_page", ctx.language, page=page, pages=pages), private=True)
+    verified = sum(1 for m in ordered if m.verified)
+    first = (page - 1) * PAGE_SIZE
+    lines = [
+        tr(
+            "memories_header",
+            ctx.language,
+            page=page,
+            pages=pages,
+            total=len(ordered),
+            verified=verified,
+            unverified=len(ordered) - verified,
+        )
+    ]
+    for i, memory in enumerate(ordered[first : first + PAGE_SIZE], first + 1):
         lines.append("")
-        if page < pages:
-            lines.append(tr("memories_next", ctx.language, page=page + 1))
-        lines.append(tr("memories_footer", ctx.language))
-        return _reply("\n".join(lines), private=True)
+        lines.append(_list_entry(i, memory, at, ctx.language))
+    lines.append("")
+    if page < pages:
+        lines.append(tr("memories_next", ctx.language, page=page + 1))
+    lines.append(tr("memories_footer", ctx.language))
+    return _reply("\n".join(lines), private=True)
 
-    @router.command(
-        "forget",
-        "Forget one memory",
-        description_pt="Esquecer uma memória",
-        args_hint="<key | id>",
+
+async def forget(ctx: TurnContext, args: str) -> CommandResult:
+    ref = args.strip()
+    if not ref or len(ref) > 2 * MAX_KEY_CHARS + 1 or len(ref.split()) > MAX_KEY_WORDS:
+        raise UsageError(tr("forget_usage", ctx.language))
+    service = memories_service(ctx.services)
+    try:
+        found = await service.find(ctx.owner, ref)
+    except MemoryValidationError:
+        raise UsageError(tr("forget_usage", ctx.language)) from None
+    if not found:
+        return _reply(tr("forget_not_found", ctx.language), private=True)
+    if len(found) > 1:
+        choices = ", ".join(f"{m.category.value}/{m.key}" for m in found)
+        return _reply(tr("forget_ambiguous", ctx.language, choices=choices), private=True)
+    memory = found[0]
+    await service.delete(ctx.owner, memory.id)
+    return _reply(
+        tr("forget_done", ctx.language, category=memory.category.value, key=memory.key),
+        private=True,
     )
-    async def forget(ctx: TurnContext, args: str) -> CommandResult:
-        ref = args.strip()
-        if not ref or len(ref) > 2 * MAX_KEY_CHARS + 1 or len(ref.split()) > MAX_KEY_WORDS:
-            raise UsageError(tr("forget_usage", ctx.language))
-        service = memories_service(ctx.services)
-        try:
-            found = await service.find(ctx.owner, ref)
-        except MemoryValidationError:
-            raise UsageError(tr("forget_usage", ctx.language)) from None
-        if not found:
-            return _reply(tr("forget_not_found", ctx.language), private=True)
-        if len(found) > 1:
-            choices = ", ".join(f"{m.category.value}/{m.key}" for m in found)
-            return _reply(tr("forget_ambiguous", ctx.language, choices=choices), private=True)
-        memory = found[0]
-        await service.delete(ctx.owner, memory.id)
+
+
+async def forgetme(ctx: TurnContext, args: str) -> CommandResult:
+    owner, at = ctx.owner, ctx.message.sent_at
+    given = args.strip().upper()
+    if not given:
+        new_code = _confirmations(ctx.services).ask(owner, at)
+        minutes = int(_confirmations(ctx.services).window.total_seconds() // 60)
         return _reply(
-            tr("forget_done", ctx.language, category=memory.category.value, key=memory.key),
-            private=True,
+            tr("forgetme_ask", ctx.language, code=new_code, minutes=minutes), private=True
         )
+    code = _confirmations(ctx.services).pending(owner, at)
+    if code is None:
+        return _reply(tr("forgetme_no_request", ctx.language), private=True)
+    if not secrets.compare_digest(given.encode(), code.encode()):
+        return _reply(tr("forgetme_wrong_code", ctx.language, code=code), private=True)
+    _confirmations(ctx.services).clear(owner)
+    language = ctx.language
+    # Hold the person's memory lock: an extraction still running for an earlier
+    # message must not write anything back after this.
+    async with memories_service(ctx.services).forgetting(owner):
+        removed = await ctx.services.storage.forget_owner(owner)
+    log.info("forgot %s on their request: %s", owner, removed)
+    return _reply(tr("forgetme_done", language, total=sum(removed.values())), private=True)
 
-    @router.command(
-        "forgetme",
-        "Erase everything about you (asks to confirm)",
-        description_pt="Apagar tudo sobre você (pede confirmação)",
-        args_hint="[code]",
+
+async def export(ctx: TurnContext, args: str) -> CommandResult:
+    data = await ctx.services.storage.export_owner(ctx.owner)
+    blob = json.dumps(data, ensure_ascii=False, indent=2, default=str).encode("utf-8")
+    text = tr(
+        "export_done",
+        ctx.language,
+        messages=len(data.get("messages") or []),
+        memories=len(data.get("memories") or []),
     )
-    async def forgetme(ctx: TurnContext, args: str) -> CommandResult:
-        owner, at = ctx.owner, ctx.message.sent_at
-        given = args.strip().upper()
-        if not given:
-            new_code = confirmations.ask(owner, at)
-            minutes = int(confirmations.window.total_seconds() // 60)
-            return _reply(
-                tr("forgetme_ask", ctx.language, code=new_code, minutes=minutes), private=True
-            )
-        code = confirmations.pending(owner, at)
-        if code is None:
-            return _reply(tr("forgetme_no_request", ctx.language), private=True)
-        if not secrets.compare_digest(given.encode(), code.encode()):
-            return _reply(tr("forgetme_wrong_code", ctx.language, code=code), private=True)
-        confirmations.clear(owner)
-        language = ctx.language
-        # Hold the person's memory lock: an extraction still running for an earlier
-        # message must not write anything back after this.
-        async with memories_service(ctx.services).forgetting(owner):
-            removed = await ctx.services.storage.forget_owner(owner)
-        log.info("forgot %s on their request: %s", owner, removed)
-        return _reply(tr("forgetme_done", language, total=sum(removed.values())), private=True)
+    return _reply(text, private=True, attachment=Attachment(EXPORT_FILENAME, blob))
 
-    @router.command(
-        "export",
-        "All your data as a JSON file",
-        description_pt="Todos os seus dados em um arquivo JSON",
-    )
-    async def export(ctx: TurnContext, args: str) -> CommandResult:
-        data = await ctx.services.storage.export_owner(ctx.owner)
-        blob = json.dumps(data, ensure_ascii=False, indent=2, default=str).encode("utf-8")
-        text = tr(
-            "export_done",
-            ctx.language,
-            messages=len(data.get("messages") or []),
-            memories=len(data.get("memories") or []),
-        )
-        return _reply(text, private=True, attachment=Attachment(EXPORT_FILENAME, blob))
 
-    @router.command(
-        "mood",
-        "Your emotional state, as I read it",
-        description_pt="Seu estado emocional, como eu percebo",
-    )
-    async def mood(ctx: TurnContext, args: str) -> CommandResult:
-        user = await ctx.services.storage.users.get(ctx.owner)
-        raw = (user.profile.get("emotion") if user else None) or None
-        if not isinstance(raw, dict):
-            return _reply(tr("mood_unknown", ctx.language), private=True)
-        return _reply(
-            describe_mood(raw, ctx.message.sent_at, ctx.language, ctx.services), private=True
-        )
+async def mood(ctx: TurnContext, args: str) -> CommandResult:
+    user = await ctx.services.storage.users.get(ctx.owner)
+    raw = (user.profile.get("emotion") if user else None) or None
+    if not isinstance(raw, dict):
+        return _reply(tr("mood_unknown", ctx.language), private=True)
+    return _reply(describe_mood(raw, ctx.message.sent_at, ctx.language, ctx.services), private=True)
 
-    return confirmations
+
+# Each command's name, descriptions and argument hint, in /help's order.
+USER_COMMANDS: list[tuple[CommandSpec, CommandHandler]] = [
+    (
+        CommandSpec("start", "Say hello and see what I can do", "Começar e ver o que eu faço"),
+        start,
+    ),
+    (CommandSpec("help", "List the commands", "Listar os comandos"), help_),
+    (
+        CommandSpec(
+            "remember",
+            "Remember something about you",
+            "Guardar algo sobre você",
+            args_hint="<text | key: content>",
+        ),
+        remember,
+    ),
+    (
+        CommandSpec(
+            "memories", "What I know about you", "O que eu sei sobre você", args_hint="[page]"
+        ),
+        memories,
+    ),
+    (
+        CommandSpec("forget", "Forget one memory", "Esquecer uma memória", args_hint="<key | id>"),
+        forget,
+    ),
+    (
+        CommandSpec(
+            "forgetme",
+            "Erase everything about you (asks to confirm)",
+            "Apagar tudo sobre você (pede confirmação)",
+            args_hint="[code]",
+        ),
+        forgetme,
+    ),
+    (
+        CommandSpec(
+            "export", "All your data as a JSON file", "Todos os seus dados em um arquivo JSON"
+        ),
+        export,
+    ),
+    (
+        CommandSpec(
+            "mood", "Your emotional state, as I read it", "Seu estado emocional, como eu percebo"
+        ),
+        mood,
+    ),
+]
+
+
+def register_user_commands(router: CommandRouter) -> None:
+    """Register the everyone-commands on ``router``."""
+    for spec, handler in USER_COMMANDS:
+        router.register(spec, handler)
 
 
 @dataclass(slots=True)
@@ -421,7 +440,7 @@ def read_mood(raw: dict[str, Any], at: datetime, services: Services) -> MoodRead
         from core.emotion.state import EmotionalState, current_tone
 
         parsed = EmotionalState.from_dict(raw)
-        tracker = services.extras.get("emotion_tracker")
+        tracker = services.emotion
         # The emotion feature's states (an operator's edited file), else the shipped ones.
         states = getattr(tracker, "states", None) or load_emotional_states()
         tone = current_tone(parsed, at, states)

@@ -1,28 +1,29 @@
-"""Features that plug into a built engine.
+"""The built-in plugins: the same ``setup(api)`` API as any plugin (see
+:mod:`akira_bot.plugins`), on by default, each switched off by leaving it out of
+``AKIRA_BOT__BUILTINS``.
 
-Each module here has ``install(settings, services, pipeline, router) -> None``: it may
-register storage parts (before the database opens), add or replace pipeline stages, add
-commands and after-reply hooks. ``FEATURES`` is the order they are installed in.
+- ``emotion``: the detector, the per-person emotional state, the tone in the prompt;
+- ``structured_memories``: /remember's store, its recall in the prompt, extraction;
+- ``user_commands``: /start /help /remember /memories /forget /forgetme /export /mood;
+- ``admin_commands``: /stats /user /verify.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from akira_bot.settings import Settings
-    from core.commands import CommandRouter
-    from core.pipeline import Pipeline
-    from core.services import Services
+    from collections.abc import Sequence
 
-Install = Callable[["Settings", "Services", "Pipeline", "CommandRouter"], None]
+# Built-in name -> its module, in the order they are set up.
+MODULES: dict[str, str] = {
+    "emotion": "akira_bot.features.emotion",
+    "structured_memories": "akira_bot.features.structured_memory",
+    "user_commands": "akira_bot.features.user_commands",
+    "admin_commands": "akira_bot.features.admin_commands",
+}
 
-# Module names under akira_bot.features, installed in this order.
-FEATURES: list[str] = ["emotion", "structured_memory", "commands"]
 
-
-def installers() -> list[Install]:
-    import importlib
-
-    return [importlib.import_module(f"akira_bot.features.{name}").install for name in FEATURES]
+def builtin_modules(enabled: Sequence[str]) -> list[str]:
+    """The modules of the ``enabled`` built-ins, in set-up order."""
+    return [module for name, module in MODULES.items() if name in enabled]

@@ -1,11 +1,11 @@
-"""The emotion feature: detector from settings, the tracker and the pipeline stage."""
+"""Built-in plugin ``emotion``: detector from settings, the tracker and the pipeline stage."""
 
 from __future__ import annotations
 
 import logging
 
+from akira_bot.plugins import PluginAPI
 from akira_bot.settings import Settings
-from core.commands import CommandRouter
 from core.embeddings import Embedder, build_embedder
 from core.emotion import (
     EmotionDetector,
@@ -15,8 +15,6 @@ from core.emotion import (
     weights_fit,
 )
 from core.memory.graph import GraphMemory
-from core.pipeline import Pipeline
-from core.services import Services
 from core.stages.emotion import EmotionStage, EmotionTracker
 
 log = logging.getLogger(__name__)
@@ -43,9 +41,9 @@ def build_detector_from_settings(
     )
 
 
-def install(
-    settings: Settings, services: Services, pipeline: Pipeline, router: CommandRouter
-) -> None:
+def setup(api: PluginAPI) -> None:
+    """Built-in plugin ``emotion`` (``AKIRA_EMOTION__DETECTOR=off`` also switches it off)."""
+    settings, services = api.settings, api.services
     if settings.emotion.detector == "off":
         return
     detector = build_detector_from_settings(settings, services.embedder)
@@ -57,6 +55,8 @@ def install(
     )
     batcher = services.memory.batcher if isinstance(services.memory, GraphMemory) else None
     tracker = EmotionTracker(detector, states, rules, services.storage, batcher=batcher)
-    services.extras["emotion_tracker"] = tracker
+    services.emotion, services.emotion_detector = tracker, detector.name
+    services.extras["emotion_tracker"] = tracker  # older string-keyed access
     services.extras["emotion_detector"] = detector.name
-    pipeline.add(EmotionStage(tracker), after="throttle")
+    where = "throttle" if "throttle" in api.pipeline.names else None
+    api.add_stage(EmotionStage(tracker), after=where)

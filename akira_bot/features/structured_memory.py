@@ -1,6 +1,6 @@
-"""Feature: structured memories (the Synapse model).
+"""Built-in plugin ``structured_memories`` (the Synapse model).
 
-Installs the service (``services.extras["structured_memories"]``), the
+Sets up the service (``services.structured_memories``), the
 ``structured_recall`` stage after ``recall`` (the recall text joins the prompt each turn)
 and, unless switched off, background extraction of memories by the LLM after each reply.
 
@@ -19,10 +19,8 @@ from core.memory.extraction import MemoryExtractor
 from core.memory.structured import EXTRAS_KEY, StructuredMemories, StructuredRecallStage
 
 if TYPE_CHECKING:
+    from akira_bot.plugins import PluginAPI
     from akira_bot.settings import Settings
-    from core.commands import CommandRouter
-    from core.pipeline import Pipeline
-    from core.services import Services
 
 
 def extraction_enabled(settings: Settings) -> bool:
@@ -31,19 +29,20 @@ def extraction_enabled(settings: Settings) -> bool:
     return settings.memory.extraction and settings.llm.provider not in ("local", "scripted")
 
 
-def install(
-    settings: Settings, services: Services, pipeline: Pipeline, router: CommandRouter
-) -> None:
+def setup(api: PluginAPI) -> None:
+    settings, services, pipeline = api.settings, api.services, api.pipeline
     memories = StructuredMemories(services.storage.memories, storage=services.storage)
-    services.extras[EXTRAS_KEY] = memories
+    services.structured_memories = memories
+    services.extras[EXTRAS_KEY] = memories  # older string-keyed access
     stage = StructuredRecallStage(memories)
     if "recall" in pipeline.names:
         pipeline.add(stage, after="recall")
     else:  # a custom pipeline without the default recall stage
-        pipeline.add(stage, before="prompt")
+        pipeline.add(stage, before="prompt" if "prompt" in pipeline.names else None)
     if extraction_enabled(settings):
         extractor = MemoryExtractor(
             memories, services.llm, concurrency=settings.memory.extraction_concurrency
         )
+        services.memory_extractor = extractor
         services.extras["memory_extractor"] = extractor
         services.after_reply.append(extractor)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+from akira_bot.testing import ChatScenario
 from core.i18n import t
 from core.memory.structured import Source, StructuredMemories
 from core.types import ChatKind, ReplyKind
-from tests.akira_bot.commands.scenario import ChatScenario
 from tests.conftest import ask, make_message
 
 EN = {"bot": {"default_language": "en"}}

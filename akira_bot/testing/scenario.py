@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from core.engine import Engine
-from core.types import Reply, ReplyKind
-from tests.conftest import ask, make_message
+from akira_bot.testing.messages import ask, make_message
+from core.types import MessageHandler, Reply, ReplyKind
 
 
 @dataclass
@@ -74,7 +73,7 @@ class ChatScenario:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: MessageHandler,
         *,
         user: str = "42",
         platform: str = "telegram",
