@@ -12,7 +12,8 @@ nodes that both match and sit next to matches rise. Every result says why it is 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -91,7 +92,21 @@ class GraphSearcher:
         scopes: Sequence[str] | None = None,
         exclude_ids: Iterable[str] = (),
         at: datetime | None = None,
+        priors: Mapping[str, float] | None = None,
+        seed_scale: float = 1.0,
+        windows: Sequence[tuple[float, float]] = (),
+        window_boost: float = 1.0,
+        window_outside: float = 0.6,
+        recency: tuple[float, float] | None = None,
     ) -> list[RecalledNode]:
+        """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
+        e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
+        the query names, as (start, end) timestamps: a node said inside one scores
+        x (1 + ``window_boost``), outside all of them x ``window_outside``. ``recency``:
+        (weight, time constant in seconds): a node's score is scaled by
+        ``1 - weight + weight * exp(-age / constant)``, its age counted from ``at``.
+        ``seed_scale`` scales the query's own seeds (a message that says little finds
+        little by itself; its priors should count more)."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -127,6 +142,12 @@ class GraphSearcher:
         for rank, (node_id, _relevance) in enumerate(text_hits, start=1):
             hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
             hit.score += cfg.text_weight / (cfg.rrf_k + rank) * norm
+        if seed_scale != 1.0:
+            for hit in hits.values():
+                hit.score *= seed_scale
+        for node_id, prior in (priors or {}).items():
+            if prior > 0:
+                hits.setdefault(node_id, _Hit(0.0, seed=True)).score += prior
         if not hits:
             return []
 
@@ -180,9 +201,28 @@ class GraphSearcher:
             (i for i in hits if i not in excluded),
             key=lambda i: (-hits[i].score, i),
         )
-        # A few spare in case a node vanished (forgotten) since it was found.
-        wanted = ranked[: limit + 5]
+        timed = bool(windows) or (recency is not None and until is not None)
+        # A few spare in case a node vanished (forgotten) since it was found; with time
+        # priors, enough candidates for them to reorder.
+        wanted = ranked[: max(limit * 4, 40)] if timed else ranked[: limit + 5]
         known = await self.graph.get_nodes(owner, wanted)
+        if timed:
+            scores = {
+                i: hits[i].score
+                * _time_factor(
+                    to_ts(known[i].timestamp),
+                    windows,
+                    window_boost,
+                    window_outside,
+                    recency,
+                    until,
+                )
+                for i in wanted
+                if i in known
+            }
+            wanted = sorted(scores, key=lambda i: (-scores[i], i))
+        else:
+            scores = {i: hits[i].score for i in wanted}
         results: list[RecalledNode] = []
         for node_id in wanted:
             node = known.get(node_id)
@@ -192,12 +232,12 @@ class GraphSearcher:
                 continue
             hit = hits[node_id]
             if hit.seed:
-                results.append(RecalledNode(node, hit.score, "direct match"))
+                results.append(RecalledNode(node, scores[node_id], "direct match"))
             else:
                 results.append(
                     RecalledNode(
                         node,
-                        hit.score,
+                        scores[node_id],
                         f"via {hit.relation} from {hit.via}",
                         depth=hit.depth,
                         via_node_id=hit.via,
@@ -207,6 +247,25 @@ class GraphSearcher:
             if len(results) == limit:
                 break
         return results
+
+
+def _time_factor(
+    ts: float,
+    windows: Sequence[tuple[float, float]],
+    boost: float,
+    outside: float,
+    recency: tuple[float, float] | None,
+    until: float | None,
+) -> float:
+    factor = 1.0
+    if windows:
+        inside = any(start <= ts < end for start, end in windows)
+        factor = 1.0 + boost if inside else outside
+    if recency is not None and until is not None:
+        weight, constant = recency
+        age = max(0.0, until - ts)
+        factor *= 1.0 - weight + weight * math.exp(-age / max(constant, 1.0))
+    return factor
 
 
 def _within(scope: str, ts: float, allowed: set[str] | None, until: float | None) -> bool:
