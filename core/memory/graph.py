@@ -277,7 +277,9 @@ class GraphMemory(ConversationMemory):
         turns = [
             vectors[n.id]
             for n in pool[-3:]
-            if at - n.timestamp <= cfg.session_gap and n.id in vectors
+            if at - n.timestamp <= cfg.session_gap
+            and n.id in vectors
+            and not n.content.rstrip().endswith("?")  # a question of theirs opened nothing
         ]
         if turns and plan.weight > 0:
             blended = vector + plan.weight * np.mean(turns, axis=0)

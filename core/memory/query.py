@@ -67,6 +67,7 @@ class QueryConfig:
     by_words: tuple[float, float, float, float] = (0.8, 0.5, 0.3, 0.1)
     deictic_bonus: float = 0.2
     weak_anchor_bonus: float = 0.2
+    strong_anchor_factor: float = 0.5
     window_factor: float = 0.5  # a named time anchors the query: less context
     seed_damping: float = 0.6  # the message's own seeds count x (1 - this x weight)
     prior_scale: float = 1.6  # a thread's seed score at full weight (a top seed scores 1)
@@ -139,9 +140,14 @@ def thread_priors(
     # between 0.75 and 0.9, so what tells is how far a node stands out from the others.
     spread = float(sims.std()) or 1.0
     confidence = np.clip((sims - float(np.median(sims))) / (2.5 * spread), 0.0, 1.0)
-    if float(np.clip((sims.max() - lo) / span, 0.0, 1.0)) < 0.5:
+    anchor = float(np.clip((sims.max() - lo) / span, 0.0, 1.0))
+    if anchor < 0.5:
         plan.weight = min(1.0, plan.weight + cfg.weak_anchor_bonus)
         plan.reasons.append("weak anchor")
+    elif anchor >= 1.0:
+        # Its own meaning already lands clearly on something: lean on context less.
+        plan.weight *= cfg.strong_anchor_factor
+        plan.reasons.append("strong anchor")
     weight = plan.weight
     if weight <= 0:
         return {}
@@ -168,6 +174,8 @@ def thread_priors(
         i = index.get(node.id)
         if i is None or node.type is not NodeType.USER_MESSAGE:
             continue
+        if node.content.rstrip().endswith("?"):
+            continue  # a question the person asked is not a thread they opened
         age = (at - node.timestamp).total_seconds() / _DAY_S
         if age > cfg.thread_days:
             continue
@@ -176,7 +184,7 @@ def thread_priors(
         closed = bool(user_rows) and bool((later_sims[k, k + 1 :] >= similar).any())
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
-        score = 0.4 * float(confidence[i]) + 0.3 * event + 0.15 * recency + 0.15 * shared
+        score = 0.3 * float(confidence[i]) + 0.45 * event + 0.1 * recency + 0.15 * shared
         if node.id in in_current:
             score += 0.25
         elif node.id in in_previous:
