@@ -24,7 +24,7 @@ import numpy as np
 from core.embeddings.base import Embedder
 from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
-from core.memory.connections import ConnectionConfig, ConnectionDetector, seed_range
+from core.memory.connections import ConnectionConfig, ConnectionDetector
 from core.memory.query import QueryConfig, plan_query, thread_priors
 from core.memory.search import GraphSearcher, SearchConfig
 from core.memory.tags import Tagger
@@ -266,7 +266,6 @@ class GraphMemory(ConversationMemory):
             vector,
             pool,
             vectors,
-            seed_range=seed_range(self.model),
             similar=self.detector.threshold,
             topics=[
                 t.name for t in self.tagger.topics if t.name in set(self.tagger.tags(query, vector))

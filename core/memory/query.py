@@ -13,8 +13,9 @@ the message itself say how much to lean on that, and why each:
   gets almost no context, so it is not pulled towards whatever was said last;
 - deictic words (ela, isso, lá, it, she, that, there): they point at something said
   before, by definition (a closed class of pronouns and demonstratives, not a topic list);
-- a weak anchor: when the best cosine between the message and the person's recent
-  messages is below the model's "clearly related" level, its own meaning found nothing.
+- a weak anchor: when the message's best match among the person's recent messages does
+  not stand out from the rest (in standard deviations of their cosines), its own meaning
+  found nothing in particular; a clear standout lowers the weight.
 
 A time the message names ("semana passada", "no Natal", "sábado") is resolved against the
 message's own time (:mod:`core.memory.timeexpr`) and becomes a window the search favours,
@@ -53,6 +54,7 @@ DEICTIC = frozenset(
 )
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _DAY_S = 86_400.0
+DAY = timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +68,8 @@ class QueryConfig:
     # Context weight by content words: <=2, <=4, <=6, more.
     by_words: tuple[float, float, float, float] = (0.8, 0.5, 0.3, 0.1)
     deictic_bonus: float = 0.2
-    weak_anchor_bonus: float = 0.2
-    strong_anchor_factor: float = 0.5
+    anchor_mid: float = 2.6  # best match's standing (std devs) where context is kept as is
+    anchor_slope: float = 0.25  # context weight added per std dev below it (taken above)
     window_factor: float = 0.5  # a named time anchors the query: less context
     seed_damping: float = 0.6  # the message's own seeds count x (1 - this x weight)
     prior_scale: float = 1.6  # a thread's seed score at full weight (a top seed scores 1)
@@ -95,7 +97,14 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
     words = content_words(text)
     tokens = set(_WORD.findall(fold(text).lower()))
     deictic = bool(tokens & DEICTIC)
-    windows = [s for s in spans(text, at, past=True) if not s.future] if at is not None else []
+    # A time named in a question is where to look ("o que eu comi ontem?"); in a statement
+    # it dates the news being told ("she flew back yesterday"), not what to recall.
+    asks = "?" in text
+    windows = (
+        [s for s in spans(text, at, past=True) if not s.future and s.start < at - DAY]
+        if at is not None and asks
+        else []
+    )
     n = len(words)
     low, mid, high, rest = cfg.by_words
     weight = low if n <= 2 else mid if n <= 4 else high if n <= 6 else rest
@@ -115,7 +124,6 @@ def thread_priors(
     pool: Sequence[MemoryNode],
     vectors: dict[str, np.ndarray],
     *,
-    seed_range: tuple[float, float],
     similar: float,
     topics: Sequence[str] = (),
     config: QueryConfig | None = None,
@@ -129,8 +137,6 @@ def thread_priors(
     topic_set = set(topics)
     if at is None or not pool:
         return {}
-    lo, hi = seed_range
-    span = max(hi - lo, 1e-6)
     ids = [n.id for n in pool if n.id in vectors]
     if not ids:
         return {}
@@ -140,14 +146,13 @@ def thread_priors(
     # between 0.75 and 0.9, so what tells is how far a node stands out from the others.
     spread = float(sims.std()) or 1.0
     confidence = np.clip((sims - float(np.median(sims))) / (2.5 * spread), 0.0, 1.0)
-    anchor = float(np.clip((sims.max() - lo) / span, 0.0, 1.0))
-    if anchor < 0.5:
-        plan.weight = min(1.0, plan.weight + cfg.weak_anchor_bonus)
-        plan.reasons.append("weak anchor")
-    elif anchor >= 1.0:
-        # Its own meaning already lands clearly on something: lean on context less.
-        plan.weight *= cfg.strong_anchor_factor
-        plan.reasons.append("strong anchor")
+    # How far its best match stands out from the person's other messages (in standard
+    # deviations): a message whose own meaning lands on something stands out by 3 or
+    # more; one that finds nothing in particular by 2 or less.
+    anchor = float((sims.max() - np.median(sims)) / spread)
+    shift = cfg.anchor_slope * float(np.clip(cfg.anchor_mid - anchor, -1.0, 1.0))
+    plan.weight = float(np.clip(plan.weight + shift, 0.0, 1.0))
+    plan.reasons.append(f"anchor {anchor:.2f}")
     weight = plan.weight
     if weight <= 0:
         return {}
@@ -184,7 +189,7 @@ def thread_priors(
         closed = bool(user_rows) and bool((later_sims[k, k + 1 :] >= similar).any())
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
-        score = 0.3 * float(confidence[i]) + 0.45 * event + 0.1 * recency + 0.15 * shared
+        score = 0.25 * float(confidence[i]) + 0.55 * event + 0.1 * recency + 0.1 * shared
         if node.id in in_current:
             score += 0.25
         elif node.id in in_previous:

@@ -129,10 +129,20 @@ _DAY_INTRO = re.compile(
 )
 
 
+_NEXT_WORD = re.compile(r"\s+([a-z]+)")
+# Words that may follow a weekday ("quinta de manhã", "sexta que vem", "sábado à noite").
+_AFTER_DAY = frozenset("de a as e que pra para no na cedo tarde noite agora mesmo ja".split())
+
+
 def _is_weekday(m: re.Match[str]) -> bool:
     if "feira" in m.group(0) or _direction(m) != 0:
         return True
-    return bool(_DAY_INTRO.search(m.string[max(0, m.start() - 12) : m.start()]))
+    if _DAY_INTRO.search(m.string[max(0, m.start() - 12) : m.start()]):
+        return True
+    # An ordinal is followed by its noun ("segunda fase"); a day ends the clause or is
+    # followed by a time of day or a preposition.
+    after = _NEXT_WORD.match(m.string, m.end())
+    return after is None or after.group(1) in _AFTER_DAY
 
 
 _SMALL = {
