@@ -28,7 +28,7 @@ from core.memory.connections import ConnectionConfig, ConnectionDetector
 from core.memory.query import QueryConfig, plan_query, thread_priors
 from core.memory.search import GraphSearcher, SearchConfig
 from core.memory.tags import Tagger
-from core.storage.records import MemoryNode, to_ts
+from core.storage.records import MemoryNode, NodeType, to_ts
 from core.storage.sqlite import SQLiteStorage
 from core.storage.sqlite_graph import SQLiteGraphStore
 
@@ -301,7 +301,16 @@ class GraphMemory(ConversationMemory):
             window_boost=cfg.window_boost,
             window_outside=cfg.window_outside,
             recency=recency,
+            adjust=self._turn_factor,
         )
+
+    def _turn_factor(self, node: MemoryNode) -> float:
+        """What the person said outweighs what the bot answered (derived from it) and
+        the questions they asked (which state nothing about them)."""
+        cfg = self.config.query
+        if node.type is NodeType.AKIRA_RESPONSE:
+            return cfg.bot_factor
+        return cfg.question_factor if node.content.rstrip().endswith("?") else 1.0
 
     async def get_context(
         self, node_id: str, owner: str, depth: int = 1, scopes: Sequence[str] | None = None

@@ -77,6 +77,8 @@ class QueryConfig:
     recency_days: float = 30.0
     window_boost: float = 1.0  # a node inside a named window scores x (1 + this)
     window_outside: float = 0.6  # ... outside every named window x this
+    bot_factor: float = 0.7  # the bot's replies in recall results
+    question_factor: float = 0.6  # the person's own questions in recall results
     follow_recency: float = 0.4  # recency prior for follow-ups (x context weight)
 
 

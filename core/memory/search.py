@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,7 +22,7 @@ import numpy as np
 from core.memory.base import RecalledNode
 from core.memory.connections import seed_range
 from core.memory.tags import STOP_WORDS
-from core.storage.records import to_ts
+from core.storage.records import MemoryNode, to_ts
 from core.storage.sqlite_graph import GraphStore
 from core.storage.sqlite_nodes import SQLiteNodeStore
 
@@ -98,6 +98,7 @@ class GraphSearcher:
         window_boost: float = 1.0,
         window_outside: float = 0.6,
         recency: tuple[float, float] | None = None,
+        adjust: Callable[[MemoryNode], float] | None = None,
     ) -> list[RecalledNode]:
         """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
         e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
@@ -106,7 +107,8 @@ class GraphSearcher:
         (weight, time constant in seconds): a node's score is scaled by
         ``1 - weight + weight * exp(-age / constant)``, its age counted from ``at``.
         ``seed_scale`` scales the query's own seeds (a message that says little finds
-        little by itself; its priors should count more)."""
+        little by itself; its priors should count more). ``adjust``: a factor per
+        candidate node (e.g. what kind of turn it is), applied with the time priors."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -201,7 +203,7 @@ class GraphSearcher:
             (i for i in hits if i not in excluded),
             key=lambda i: (-hits[i].score, i),
         )
-        timed = bool(windows) or (recency is not None and until is not None)
+        timed = bool(windows) or (recency is not None and until is not None) or bool(adjust)
         # A few spare in case a node vanished (forgotten) since it was found; with time
         # priors, enough candidates for them to reorder.
         wanted = ranked[: max(limit * 4, 40)] if timed else ranked[: limit + 5]
@@ -217,6 +219,7 @@ class GraphSearcher:
                     recency,
                     until,
                 )
+                * (adjust(known[i]) if adjust is not None else 1.0)
                 for i in wanted
                 if i in known
             }
