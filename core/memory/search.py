@@ -48,6 +48,15 @@ class SearchConfig:
     # ``full_similarity`` (1). None: by model, see core.memory.connections.SEED_RANGES.
     min_similarity: float | None = None
     full_similarity: float | None = None
+    # Hubness reduction: vector hits are ranked by ``cos(q, v) - centre_weight *
+    # cos(v, centroid)``, the centroid being the mean of the person's latest
+    # ``centre_newest`` vectors. Short generic lines ("ok, valeu!", "Hi! How's your day
+    # going?") sit close to the centroid and so close to every query; centring (Suzuki et
+    # al. 2013, "Centering similarity measures to reduce hubs") lets specific lines
+    # through. The top ``seed_k * centre_pool`` by plain cosine are re-ranked. 0: off.
+    centre_weight: float = 0.5
+    centre_newest: int = 256
+    centre_pool: int = 2
 
 
 @dataclass(slots=True)
@@ -80,6 +89,30 @@ class GraphSearcher:
         self.full_similarity = (
             self.config.full_similarity if self.config.full_similarity is not None else hi
         )
+
+    async def _centred(
+        self,
+        owner: str,
+        query_vector: np.ndarray,
+        hits: list[tuple[str, float]],
+        scopes: Sequence[str] | None,
+    ) -> list[tuple[str, float]]:
+        """``hits`` (id, cosine) re-ranked by centred similarity, best ``seed_k`` kept,
+        each still carrying its plain cosine (what the seed confidence is calibrated on)."""
+        cfg = self.config
+        newest = await self.graph.vector_search(
+            owner, query_vector, k=cfg.centre_newest, scopes=scopes, newest=cfg.centre_newest
+        )
+        ids = [i for i, _ in hits]
+        vectors = await self.graph.vectors(owner, [*ids, *(i for i, _ in newest)])
+        recent = [vectors[i] for i, _ in newest if i in vectors]
+        if len(recent) < 8:  # too few to say what is typical of this person
+            return hits[: cfg.seed_k]
+        centre = np.mean(recent, axis=0)
+        known = [(i, s) for i, s in hits if i in vectors]
+        shift = np.array([vectors[i] @ centre for i, _ in known]) * cfg.centre_weight
+        order = np.argsort(-(np.array([s for _, s in known]) - shift), kind="stable")
+        return [known[j] for j in order[: cfg.seed_k].tolist()]
 
     async def search(
         self,
@@ -125,10 +158,17 @@ class GraphSearcher:
         try:
             await asyncio.sleep(0)  # let it hand its query to the database thread first
             if query_vector is not None:
+                centring = cfg.centre_weight > 0
                 vector_hits = await self.graph.vector_search(
-                    owner, query_vector, k=cfg.seed_k, scopes=scopes, at=at
+                    owner,
+                    query_vector,
+                    k=cfg.seed_k * (cfg.centre_pool if centring else 1),
+                    scopes=scopes,
+                    at=at,
                 )
                 vector_hits = [(i, s) for i, s in vector_hits if s > self.min_similarity]
+                if centring and vector_hits:
+                    vector_hits = await self._centred(owner, query_vector, vector_hits, scopes)
         except BaseException:
             text_search.cancel()
             raise
