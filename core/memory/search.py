@@ -42,6 +42,7 @@ class SearchConfig:
     expand_seeds: int = 10  # seeds whose neighbourhood is walked
     max_edges_per_node: int = 12  # strongest edges followed from one node
     boost_share: float = 0.5  # share of a propagated score added to a seed it reaches
+    path_share: float = 0.5  # share of each further path's score added to a reached node
     relation_weights: tuple[tuple[str, float], ...] = (("similar", 0.5), ("shared_tags", 0.5))
     # A vector hit's rank score is scaled by its cosine mapped linearly from
     # ``min_similarity`` (0: noise, not a seed — top-k always returns something) to
@@ -221,8 +222,17 @@ class GraphSearcher:
                     if other == parent:
                         continue
                     score = parent_score * weight * cfg.hop_decay
-                    if other not in proposals or proposals[other][0] < score:
+                    # Paths, not only nodes: a node reached from several matches gets the
+                    # best path's score plus a share of every other path's (it joins
+                    # things the query is about: "the dog of my sister").
+                    if other not in proposals:
                         proposals[other] = (score, parent, relation)
+                    else:
+                        best, via, rel = proposals[other]
+                        if score > best:
+                            proposals[other] = (score + cfg.path_share * best, parent, relation)
+                        else:
+                            proposals[other] = (best + cfg.path_share * score, via, rel)
             next_frontier: list[str] = []
             for node_id, (score, parent, relation) in proposals.items():
                 place = places.get(node_id)
