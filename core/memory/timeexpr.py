@@ -20,6 +20,7 @@ from datetime import date, datetime, time, timedelta
 from dateutil.easter import easter
 
 from core.embeddings.hashing import fold
+from core.memory.tags import STOP_WORDS
 
 DAY = timedelta(days=1)
 
@@ -121,28 +122,18 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ("easter", r"\b(?:pascoa|easter)\b"),
     ]
 ]
-# Portuguese weekday names that are also ordinals ("segunda fase", "quinta série"): a
-# weekday only with "-feira", "last"/"next", or after a word that introduces a day.
+# Portuguese weekday names that are also ordinals ("segunda fase", "quinta série"): an
+# ordinal is followed by its noun; a day ends the clause or is followed by a function
+# word ("na segunda eu volto", "sexta de manhã", "quinta que vem").
 _ORDINAL_WEEKDAYS = {"segunda", "terca", "quarta", "quinta", "sexta"}
-_DAY_INTRO = re.compile(
-    r"(?:\b(?:na|a|de|ate|toda|todas|desde|pra|para|nesta|nessa|essa|esta)\s+)$"
-)
-
-
 _NEXT_WORD = re.compile(r"\s+([a-z]+)")
-# Words that may follow a weekday ("quinta de manhã", "sexta que vem", "sábado à noite").
-_AFTER_DAY = frozenset("de a as e que pra para no na cedo tarde noite agora mesmo ja".split())
 
 
 def _is_weekday(m: re.Match[str]) -> bool:
     if "feira" in m.group(0) or _direction(m) != 0:
         return True
-    if _DAY_INTRO.search(m.string[max(0, m.start() - 12) : m.start()]):
-        return True
-    # An ordinal is followed by its noun ("segunda fase"); a day ends the clause or is
-    # followed by a time of day or a preposition.
     after = _NEXT_WORD.match(m.string, m.end())
-    return after is None or after.group(1) in _AFTER_DAY
+    return after is None or after.group(1) in STOP_WORDS
 
 
 _SMALL = {
