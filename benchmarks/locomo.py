@@ -142,7 +142,9 @@ class BM25:
         n = len(self.docs)
         self.idf = {w: math.log((n - f + 0.5) / (f + 0.5) + 1.0) for w, f in df.items()}
 
-    def rank(self, query: str, k: int) -> list[int]:
+    def rank(self, query: str, k: int, *, matching: bool = False) -> list[int]:
+        """The top ``k`` documents; ``matching``: only those sharing a word with the query
+        (as a search engine answers; otherwise ties at zero come back in document order)."""
         terms = _WORD.findall(query.lower())
         scores = np.zeros(len(self.docs))
         for i, doc in enumerate(self.docs):
@@ -153,7 +155,8 @@ class BM25:
                 if f:
                     s += self.idf[t] * f * (self.k1 + 1) / (f + norm)
             scores[i] = s
-        return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [int(i) for i in order if scores[i] > 0 or not matching]
 
 
 def recall_table(per_question: list[tuple[int, dict[int, float]]]) -> dict[str, Any]:

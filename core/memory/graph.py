@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -25,9 +25,10 @@ from core.embeddings.base import Embedder
 from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
+from core.memory.query import QueryConfig, plan_query, thread_priors
 from core.memory.search import GraphSearcher, SearchConfig
 from core.memory.tags import Tagger
-from core.storage.records import MemoryNode
+from core.storage.records import MemoryNode, NodeType, to_ts
 from core.storage.sqlite import SQLiteStorage
 from core.storage.sqlite_graph import SQLiteGraphStore
 
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 class GraphConfig:
     connections: ConnectionConfig = field(default_factory=ConnectionConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    query: QueryConfig = field(default_factory=QueryConfig)
     depth: int = 2  # hops walked from the seeds in recall
     # Earlier turns of the same chat (within the follow-up window) embedded with a node:
     # "Yes, last Tuesday" means little alone. 0 embeds the text alone.
@@ -219,10 +221,96 @@ class GraphMemory(ConversationMemory):
     ) -> Recall:
         if limit <= 0:
             return Recall()
-        found = await self.search_with_connections(
-            query, owner, self.config.depth, limit, scopes, exclude_ids=exclude_ids, at=at
-        )
+        if at is not None and self.config.query.enabled:
+            found = await self.search_in_conversation(
+                query, owner, self.config.depth, limit, scopes, exclude_ids=exclude_ids, at=at
+            )
+        else:
+            found = await self.search_with_connections(
+                query, owner, self.config.depth, limit, scopes, exclude_ids=exclude_ids, at=at
+            )
         return Recall(nodes=found)
+
+    async def search_in_conversation(
+        self,
+        query: str,
+        owner: str,
+        depth: int = 2,
+        limit: int = 10,
+        scopes: Sequence[str] | None = None,
+        *,
+        exclude_ids: Sequence[str] = (),
+        at: datetime,
+    ) -> list[RecalledNode]:
+        """A message said at ``at`` searched with its conversation: the turns before it,
+        the threads it may pick up and the times it names, in proportion to how little it
+        carries itself (core.memory.query explains how and why)."""
+        await self._ready()
+        if not query.strip():
+            return []
+        cfg = self.config.query
+        plan = plan_query(query, at, cfg)
+        vector = await self.batcher.embed_query(query)
+        excluded = set(exclude_ids)
+        pool = [
+            n
+            for n in await self.storage.nodes.recent(
+                owner, limit=cfg.pool, scopes=scopes, before=at
+            )
+            if n.id not in excluded
+        ]
+        # Stored vectors: the context costs no model pass.
+        vectors = await self.graph.vectors(owner, [n.id for n in pool])
+        priors = thread_priors(
+            plan,
+            vector,
+            pool,
+            vectors,
+            similar=self.detector.threshold,
+            topics=[
+                t.name for t in self.tagger.topics if t.name in set(self.tagger.tags(query, vector))
+            ],
+            config=cfg,
+        )
+        search_vector = vector
+        turns = [
+            vectors[n.id]
+            for n in pool[-3:]
+            if at - n.timestamp <= cfg.session_gap
+            and n.id in vectors
+            and not n.content.rstrip().endswith("?")  # a question of theirs opened nothing
+        ]
+        if turns and plan.weight > 0:
+            blended = vector + plan.weight * np.mean(turns, axis=0)
+            search_vector = (blended / max(float(np.linalg.norm(blended)), 1e-9)).astype(np.float32)
+        slack = timedelta(days=1)
+        windows = [(to_ts(w.start - slack), to_ts(w.end + slack)) for w in plan.windows]
+        recency = (cfg.follow_recency * plan.weight, cfg.recency_days * 86_400.0)
+        return await self.searcher.search(
+            owner,
+            query,
+            search_vector,
+            depth=depth,
+            limit=limit,
+            scopes=scopes,
+            exclude_ids=exclude_ids,
+            at=at,
+            priors=priors,
+            seed_scale=1.0 - cfg.seed_damping * plan.weight,
+            windows=windows,
+            window_boost=cfg.window_boost,
+            window_outside=cfg.window_outside,
+            recency=recency,
+            adjust=self._turn_factor,
+        )
+
+    def _turn_factor(self, node: MemoryNode) -> float:
+        """What the person said outweighs what the bot answered (derived from it) and
+        the questions they asked (which state nothing about them)."""
+        cfg = self.config.query
+        if node.type is NodeType.AKIRA_RESPONSE:
+            return cfg.bot_factor
+        return cfg.question_factor if node.content.rstrip().endswith("?") else 1.0
 
     async def get_context(
         self, node_id: str, owner: str, depth: int = 1, scopes: Sequence[str] | None = None

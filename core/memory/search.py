@@ -12,7 +12,8 @@ nodes that both match and sit next to matches rise. Every result says why it is 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -21,7 +22,7 @@ import numpy as np
 from core.memory.base import RecalledNode
 from core.memory.connections import seed_range
 from core.memory.tags import STOP_WORDS
-from core.storage.records import to_ts
+from core.storage.records import MemoryNode, to_ts
 from core.storage.sqlite_graph import GraphStore
 from core.storage.sqlite_nodes import SQLiteNodeStore
 
@@ -41,12 +42,22 @@ class SearchConfig:
     expand_seeds: int = 10  # seeds whose neighbourhood is walked
     max_edges_per_node: int = 12  # strongest edges followed from one node
     boost_share: float = 0.5  # share of a propagated score added to a seed it reaches
+    path_share: float = 0.5  # share of each further path's score added to a reached node
     relation_weights: tuple[tuple[str, float], ...] = (("similar", 0.5), ("shared_tags", 0.5))
     # A vector hit's rank score is scaled by its cosine mapped linearly from
     # ``min_similarity`` (0: noise, not a seed — top-k always returns something) to
     # ``full_similarity`` (1). None: by model, see core.memory.connections.SEED_RANGES.
     min_similarity: float | None = None
     full_similarity: float | None = None
+    # Hubness reduction: vector hits are ranked by ``cos(q, v) - centre_weight *
+    # cos(v, centroid)``, the centroid being the mean of the person's latest
+    # ``centre_newest`` vectors. Short generic lines ("ok, valeu!", "Hi! How's your day
+    # going?") sit close to the centroid and so close to every query; centring (Suzuki et
+    # al. 2013, "Centering similarity measures to reduce hubs") lets specific lines
+    # through. The top ``seed_k * centre_pool`` by plain cosine are re-ranked. 0: off.
+    centre_weight: float = 0.5
+    centre_newest: int = 256
+    centre_pool: int = 2
 
 
 @dataclass(slots=True)
@@ -80,6 +91,30 @@ class GraphSearcher:
             self.config.full_similarity if self.config.full_similarity is not None else hi
         )
 
+    async def _centred(
+        self,
+        owner: str,
+        query_vector: np.ndarray,
+        hits: list[tuple[str, float]],
+        scopes: Sequence[str] | None,
+    ) -> list[tuple[str, float]]:
+        """``hits`` (id, cosine) re-ranked by centred similarity, best ``seed_k`` kept,
+        each still carrying its plain cosine (what the seed confidence is calibrated on)."""
+        cfg = self.config
+        newest = await self.graph.vector_search(
+            owner, query_vector, k=cfg.centre_newest, scopes=scopes, newest=cfg.centre_newest
+        )
+        ids = [i for i, _ in hits]
+        vectors = await self.graph.vectors(owner, [*ids, *(i for i, _ in newest)])
+        recent = [vectors[i] for i, _ in newest if i in vectors]
+        if len(recent) < 8:  # too few to say what is typical of this person
+            return hits[: cfg.seed_k]
+        centre = np.mean(recent, axis=0)
+        known = [(i, s) for i, s in hits if i in vectors]
+        shift = np.array([vectors[i] @ centre for i, _ in known]) * cfg.centre_weight
+        order = np.argsort(-(np.array([s for _, s in known]) - shift), kind="stable")
+        return [known[j] for j in order[: cfg.seed_k].tolist()]
+
     async def search(
         self,
         owner: str,
@@ -91,7 +126,23 @@ class GraphSearcher:
         scopes: Sequence[str] | None = None,
         exclude_ids: Iterable[str] = (),
         at: datetime | None = None,
+        priors: Mapping[str, float] | None = None,
+        seed_scale: float = 1.0,
+        windows: Sequence[tuple[float, float]] = (),
+        window_boost: float = 1.0,
+        window_outside: float = 0.6,
+        recency: tuple[float, float] | None = None,
+        adjust: Callable[[MemoryNode], float] | None = None,
     ) -> list[RecalledNode]:
+        """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
+        e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
+        the query names, as (start, end) timestamps: a node said inside one scores
+        x (1 + ``window_boost``), outside all of them x ``window_outside``. ``recency``:
+        (weight, time constant in seconds): a node's score is scaled by
+        ``1 - weight + weight * exp(-age / constant)``, its age counted from ``at``.
+        ``seed_scale`` scales the query's own seeds (a message that says little finds
+        little by itself; its priors should count more). ``adjust``: a factor per
+        candidate node (e.g. what kind of turn it is), applied with the time priors."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -108,10 +159,17 @@ class GraphSearcher:
         try:
             await asyncio.sleep(0)  # let it hand its query to the database thread first
             if query_vector is not None:
+                centring = cfg.centre_weight > 0
                 vector_hits = await self.graph.vector_search(
-                    owner, query_vector, k=cfg.seed_k, scopes=scopes, at=at
+                    owner,
+                    query_vector,
+                    k=cfg.seed_k * (cfg.centre_pool if centring else 1),
+                    scopes=scopes,
+                    at=at,
                 )
                 vector_hits = [(i, s) for i, s in vector_hits if s > self.min_similarity]
+                if centring and vector_hits:
+                    vector_hits = await self._centred(owner, query_vector, vector_hits, scopes)
         except BaseException:
             text_search.cancel()
             raise
@@ -127,6 +185,12 @@ class GraphSearcher:
         for rank, (node_id, _relevance) in enumerate(text_hits, start=1):
             hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
             hit.score += cfg.text_weight / (cfg.rrf_k + rank) * norm
+        if seed_scale != 1.0:
+            for hit in hits.values():
+                hit.score *= seed_scale
+        for node_id, prior in (priors or {}).items():
+            if prior > 0:
+                hits.setdefault(node_id, _Hit(0.0, seed=True)).score += prior
         if not hits:
             return []
 
@@ -158,8 +222,17 @@ class GraphSearcher:
                     if other == parent:
                         continue
                     score = parent_score * weight * cfg.hop_decay
-                    if other not in proposals or proposals[other][0] < score:
+                    # Paths, not only nodes: a node reached from several matches gets the
+                    # best path's score plus a share of every other path's (it joins
+                    # things the query is about: "the dog of my sister").
+                    if other not in proposals:
                         proposals[other] = (score, parent, relation)
+                    else:
+                        best, via, rel = proposals[other]
+                        if score > best:
+                            proposals[other] = (score + cfg.path_share * best, parent, relation)
+                        else:
+                            proposals[other] = (best + cfg.path_share * score, via, rel)
             next_frontier: list[str] = []
             for node_id, (score, parent, relation) in proposals.items():
                 place = places.get(node_id)
@@ -180,9 +253,29 @@ class GraphSearcher:
             (i for i in hits if i not in excluded),
             key=lambda i: (-hits[i].score, i),
         )
-        # A few spare in case a node vanished (forgotten) since it was found.
-        wanted = ranked[: limit + 5]
+        timed = bool(windows) or (recency is not None and until is not None) or bool(adjust)
+        # A few spare in case a node vanished (forgotten) since it was found; with time
+        # priors, enough candidates for them to reorder.
+        wanted = ranked[: max(limit * 4, 40)] if timed else ranked[: limit + 5]
         known = await self.graph.get_nodes(owner, wanted)
+        if timed:
+            scores = {
+                i: hits[i].score
+                * _time_factor(
+                    to_ts(known[i].timestamp),
+                    windows,
+                    window_boost,
+                    window_outside,
+                    recency,
+                    until,
+                )
+                * (adjust(known[i]) if adjust is not None else 1.0)
+                for i in wanted
+                if i in known
+            }
+            wanted = sorted(scores, key=lambda i: (-scores[i], i))
+        else:
+            scores = {i: hits[i].score for i in wanted}
         results: list[RecalledNode] = []
         for node_id in wanted:
             node = known.get(node_id)
@@ -192,12 +285,12 @@ class GraphSearcher:
                 continue
             hit = hits[node_id]
             if hit.seed:
-                results.append(RecalledNode(node, hit.score, "direct match"))
+                results.append(RecalledNode(node, scores[node_id], "direct match"))
             else:
                 results.append(
                     RecalledNode(
                         node,
-                        hit.score,
+                        scores[node_id],
                         f"via {hit.relation} from {hit.via}",
                         depth=hit.depth,
                         via_node_id=hit.via,
@@ -207,6 +300,25 @@ class GraphSearcher:
             if len(results) == limit:
                 break
         return results
+
+
+def _time_factor(
+    ts: float,
+    windows: Sequence[tuple[float, float]],
+    boost: float,
+    outside: float,
+    recency: tuple[float, float] | None,
+    until: float | None,
+) -> float:
+    factor = 1.0
+    if windows:
+        inside = any(start <= ts < end for start, end in windows)
+        factor = 1.0 + boost if inside else outside
+    if recency is not None and until is not None:
+        weight, constant = recency
+        age = max(0.0, until - ts)
+        factor *= 1.0 - weight + weight * math.exp(-age / max(constant, 1.0))
+    return factor
 
 
 def _within(scope: str, ts: float, allowed: set[str] | None, until: float | None) -> bool:

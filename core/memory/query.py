@@ -1,0 +1,218 @@
+"""What a message asks of the memory: how much of the conversation it leans on, which
+times it names, and which earlier threads it may be picking up.
+
+A message is searched with its conversational context in proportion to how little it
+carries itself. "Ficou melhor?" a month after "Tenho dor de cabeça" shares no word with
+it, and its embedding sits as close to yesterday's chatter as to the headache: searched
+alone it finds noise. What points back is the conversation: the turns just before it, the
+threads the person opened and nobody has seen closed, the last session. Three things in
+the message itself say how much to lean on that, and why each:
+
+- few content words (after stop words): the less a message says, the less its own words
+  can find; a long, specific question ("When did Caroline go to the support group?")
+  gets almost no context, so it is not pulled towards whatever was said last;
+- deictic words (ela, isso, lá, it, she, that, there): they point at something said
+  before, by definition (a closed class of pronouns and demonstratives, not a topic list);
+- a weak anchor: when the message's best match among the person's recent messages does
+  not stand out from the rest (in standard deviations of their cosines), its own meaning
+  found nothing in particular; a clear standout lowers the weight.
+
+A time the message names ("semana passada", "no Natal", "sábado") is resolved against the
+message's own time (:mod:`core.memory.timeexpr`) and becomes a window the search favours,
+with little context blended: the date is the anchor.
+
+Threads: among the person's recent messages, one that announced something dated which has
+come due ("entrevista amanhã", "a mudança é sábado") or reported something happening
+("desde ontem"), that nothing later followed up (no later message of theirs close to it),
+is an open thread. Open threads, the previous session and the current turns become search
+seeds weighted by the context weight and by how close each is to the message; the walk
+then follows their follow-up edges as it does for any seed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from core.embeddings.hashing import fold
+from core.memory.tags import content_words
+from core.memory.timeexpr import Span, spans
+from core.storage.records import MemoryNode, NodeType
+
+# Pronouns and demonstratives that point back (a closed class of both languages).
+DEICTIC = frozenset(
+    """
+    ele ela eles elas dele dela deles delas isso isto aquilo aquele aquela aqueles aquelas
+    disso daquilo naquele naquela nisso la ali lo la it its he she they them him her
+    that those there
+    """.split()
+)
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_DAY_S = 86_400.0
+DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConfig:
+    """How conversation and time shape a recall query (``GraphConfig.query``)."""
+
+    enabled: bool = True
+    pool: int = 200  # recent nodes of the person considered as threads / session context
+    thread_days: float = 60.0  # a thread older than this is not "open" any more
+    session_gap: timedelta = timedelta(hours=2)  # turns further apart start a new session
+    # Context weight by content words: <=2, <=4, <=6, more.
+    by_words: tuple[float, float, float, float] = (0.8, 0.5, 0.3, 0.1)
+    deictic_bonus: float = 0.2
+    anchor_mid: float = 2.6  # best match's standing (std devs) where context is kept as is
+    anchor_slope: float = 0.25  # context weight added per std dev below it (taken above)
+    window_factor: float = 0.5  # a named time anchors the query: less context
+    seed_damping: float = 0.6  # the message's own seeds count x (1 - this x weight)
+    prior_scale: float = 1.6  # a thread's seed score at full weight (a top seed scores 1)
+    due_days: float = 21.0  # an announced event stays a likely referent this long after
+    recency_days: float = 30.0
+    window_boost: float = 1.0  # a node inside a named window scores x (1 + this)
+    window_outside: float = 0.6  # ... outside every named window x this
+    bot_factor: float = 0.7  # the bot's replies in recall results
+    question_factor: float = 0.6  # the person's own questions in recall results
+    follow_recency: float = 0.4  # recency prior for follow-ups (x context weight)
+
+
+@dataclass(slots=True)
+class QueryPlan:
+    text: str
+    at: datetime | None
+    words: list[str]
+    deictic: bool
+    windows: list[Span]
+    weight: float  # 0..1, how much conversational context is blended in
+    reasons: list[str] = field(default_factory=list)
+
+
+def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None) -> QueryPlan:
+    """Read what the message carries itself (see the module's docstring)."""
+    cfg = config or QueryConfig()
+    words = content_words(text)
+    tokens = set(_WORD.findall(fold(text).lower()))
+    deictic = bool(tokens & DEICTIC)
+    # A time named in a question is where to look ("o que eu comi ontem?"); in a statement
+    # it dates the news being told ("she flew back yesterday"), not what to recall.
+    asks = "?" in text
+    windows = (
+        [s for s in spans(text, at, past=True) if not s.future and s.start < at - DAY]
+        if at is not None and asks
+        else []
+    )
+    n = len(words)
+    low, mid, high, rest = cfg.by_words
+    weight = low if n <= 2 else mid if n <= 4 else high if n <= 6 else rest
+    reasons = [f"{n} content word(s)"]
+    if deictic:
+        weight += cfg.deictic_bonus
+        reasons.append("deictic")
+    if windows:
+        weight *= cfg.window_factor
+        reasons.append("names a time: " + ", ".join(s.text for s in windows))
+    return QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons)
+
+
+def thread_priors(
+    plan: QueryPlan,
+    query_vector: np.ndarray,
+    pool: Sequence[MemoryNode],
+    vectors: dict[str, np.ndarray],
+    *,
+    similar: float,
+    topics: Sequence[str] = (),
+    config: QueryConfig | None = None,
+) -> dict[str, float]:
+    """Seed scores for the person's recent nodes as referents of a follow-up message.
+
+    ``pool``: the person's latest nodes before the message, oldest first. Also raises
+    ``plan.weight`` when the message is weakly anchored in them."""
+    cfg = config or QueryConfig()
+    at = plan.at
+    topic_set = set(topics)
+    if at is None or not pool:
+        return {}
+    ids = [n.id for n in pool if n.id in vectors]
+    if not ids:
+        return {}
+    matrix = np.stack([vectors[i] for i in ids])
+    sims = matrix @ np.asarray(query_vector, dtype=np.float32)
+    # Closeness to the message relative to the rest of the pool: e5 puts everything
+    # between 0.75 and 0.9, so what tells is how far a node stands out from the others.
+    spread = float(sims.std()) or 1.0
+    confidence = np.clip((sims - float(np.median(sims))) / (2.5 * spread), 0.0, 1.0)
+    # How far its best match stands out from the person's other messages (in standard
+    # deviations): a message whose own meaning lands on something stands out by 3 or
+    # more; one that finds nothing in particular by 2 or less.
+    anchor = float((sims.max() - np.median(sims)) / spread)
+    shift = cfg.anchor_slope * float(np.clip(cfg.anchor_mid - anchor, -1.0, 1.0))
+    plan.weight = float(np.clip(plan.weight + shift, 0.0, 1.0))
+    plan.reasons.append(f"anchor {anchor:.2f}")
+    weight = plan.weight
+    if weight <= 0:
+        return {}
+    index = {node_id: i for i, node_id in enumerate(ids)}
+    # Sessions: split the pool where turns are further apart than the session gap.
+    sessions: list[list[MemoryNode]] = []
+    for node in pool:
+        if not sessions or node.timestamp - sessions[-1][-1].timestamp > cfg.session_gap:
+            sessions.append([])
+        sessions[-1].append(node)
+    current = sessions[-1] if at - sessions[-1][-1].timestamp <= cfg.session_gap else []
+    previous = sessions[-2] if current and len(sessions) > 1 else sessions[-1]
+    if previous is current:
+        previous = []
+    in_current = {n.id for n in current}
+    in_previous = {n.id for n in previous}
+    # "Closed": a later message of the person close to it (someone followed the thread up).
+    user_rows = [index[n.id] for n in pool if n.type is NodeType.USER_MESSAGE and n.id in index]
+    user_matrix = matrix[user_rows] if user_rows else matrix[:0]
+    later_sims = user_matrix @ user_matrix.T if user_rows else np.zeros((0, 0))
+    position = {row: k for k, row in enumerate(user_rows)}
+    priors: dict[str, float] = {}
+    for node in pool:
+        i = index.get(node.id)
+        if i is None or node.type is not NodeType.USER_MESSAGE:
+            continue
+        if node.content.rstrip().endswith("?"):
+            continue  # a question the person asked is not a thread they opened
+        age = (at - node.timestamp).total_seconds() / _DAY_S
+        if age > cfg.thread_days:
+            continue
+        event = _eventness(node, at, cfg)
+        k = position[i]
+        closed = bool(user_rows) and bool((later_sims[k, k + 1 :] >= similar).any())
+        recency = math.exp(-age / cfg.recency_days)
+        shared = bool(topic_set & set(node.tags))
+        score = 0.25 * float(confidence[i]) + 0.55 * event + 0.1 * recency + 0.1 * shared
+        if node.id in in_current:
+            score += 0.25
+        elif node.id in in_previous:
+            score += 0.1
+        if closed and node.id not in in_current:
+            score *= 0.6
+        priors[node.id] = cfg.prior_scale * weight * score
+    return priors
+
+
+def _eventness(node: MemoryNode, at: datetime, cfg: QueryConfig) -> float:
+    """1 for an announced event that has come due by ``at``, less as it recedes; 0.3 for
+    a reported happening dated before the day it was told ("desde ontem", "há uma
+    semana"); 0 otherwise ("today" dates all chatter)."""
+    best = 0.0
+    for found in spans(node.content, node.timestamp, past=False):
+        if found.future:
+            if found.start > at + timedelta(days=1):
+                continue  # not due yet
+            overdue = max(0.0, (at - found.end).total_seconds() / _DAY_S)
+            best = max(best, math.exp(-overdue / cfg.due_days))
+        elif found.start.date() < node.timestamp.date():
+            best = max(best, 0.3)
+    return best

@@ -1,0 +1,331 @@
+"""Dates named in a message, resolved against the message's own time (never the clock).
+
+>>> spans("quanto eu corri semana passada?", at)       # the calendar week before ``at``
+>>> spans("tenho entrevista amanhã", at)                # the day after ``at``, future=True
+
+Portuguese and English: today/yesterday/tomorrow, weekdays (with "last"/"next", "passado"/
+"que vem"; a bare weekday is the next one in a statement, the last one in a question about
+the past), last/this/next week, weekend, month and year, "N days ago", month names, "dia
+12", "15 de abril", "April 15", "12/04", and the holidays people date things by (Christmas,
+New Year, Carnival and Easter, whose dates move with Easter). Each found expression becomes
+a :class:`Span`; ``future`` says it lies after the message (an announced event).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from dateutil.easter import easter
+
+from core.embeddings.hashing import fold
+from core.memory.tags import STOP_WORDS
+
+DAY = timedelta(days=1)
+
+_WEEKDAYS = {
+    "segunda": 0,
+    "terca": 1,
+    "quarta": 2,
+    "quinta": 3,
+    "sexta": 4,
+    "sabado": 5,
+    "domingo": 6,
+    "monday": 0,
+    "tuesday": 1,
+    "wednesday": 2,
+    "thursday": 3,
+    "friday": 4,
+    "saturday": 5,
+    "sunday": 6,
+}
+_MONTHS = {
+    "janeiro": 1,
+    "fevereiro": 2,
+    "marco": 3,
+    "abril": 4,
+    "maio": 5,
+    "junho": 6,
+    "julho": 7,
+    "agosto": 8,
+    "setembro": 9,
+    "outubro": 10,
+    "novembro": 11,
+    "dezembro": 12,
+    "january": 1,
+    "february": 2,
+    "march": 3,
+    "april": 4,
+    "may": 5,
+    "june": 6,
+    "july": 7,
+    "august": 8,
+    "september": 9,
+    "october": 10,
+    "november": 11,
+    "december": 12,
+}
+# Months that are also common words ("may", "march") count only after a date word.
+_AMBIGUOUS_MONTHS = {"may", "march"}
+
+_LAST = r"(?:passad[oa]|ultim[oa]|last|past|previous)"
+_NEXT = r"(?:que vem|proxim[oa]|seguinte|next|coming)"
+_WD = "|".join(_WEEKDAYS)
+_MO = "|".join(_MONTHS)
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    (name, re.compile(rx))
+    for name, rx in [
+        ("anteontem", r"\b(?:anteontem|day before yesterday)\b"),
+        ("yesterday", r"\b(?:ontem|yesterday|last night)\b"),
+        ("tomorrow", r"\b(?:amanha|tomorrow)\b"),
+        ("today", r"\b(?:hoje|today|tonight|this morning|esta manha|essa manha)\b"),
+        (
+            "weekday",
+            rf"\b(?:(?P<pre>{_LAST}|{_NEXT}|this|essa|esta|nesta|nessa)\s+)?"
+            rf"(?P<wd>{_WD})(?:s)?(?:-feira|\s+feira)?(?:\s+(?P<post>{_LAST}|{_NEXT}))?\b",
+        ),
+        (
+            "weekend",
+            rf"\b(?:(?P<pre>{_LAST}|{_NEXT}|this)\s+)?(?:fim de semana|final de semana|"
+            rf"weekend|fds)(?:\s+(?P<post>{_LAST}|{_NEXT}))?\b",
+        ),
+        (
+            "week",
+            rf"\b(?:(?P<pre>{_LAST}|{_NEXT}|this|essa|esta|nesta|nessa)\s+)?(?:semana|week)"
+            rf"(?:\s+(?P<post>{_LAST}|{_NEXT}))?\b",
+        ),
+        (
+            "month",
+            rf"\b(?:(?P<pre>{_LAST}|{_NEXT}|this|esse|este|nesse|neste)\s+)?(?:mes|month)"
+            rf"(?:\s+(?P<post>{_LAST}|{_NEXT}))?\b",
+        ),
+        (
+            "year",
+            rf"\b(?:(?P<pre>{_LAST}|{_NEXT}|this|esse|este|nesse|neste)\s+)?(?:ano|year)"
+            rf"(?:\s+(?P<post>{_LAST}|{_NEXT}))?\b",
+        ),
+        (
+            "ago",
+            r"\b(?:ha|faz)\s+(?P<n>\d+|um|uma|dois|duas|tres)\s+(?P<unit>dias?|semanas?|mes|meses)"
+            r"\b|\b(?P<n2>\d+|a|one|two|three)\s+(?P<unit2>days?|weeks?|months?)\s+ago\b",
+        ),
+        ("dm", rf"\b(?P<d>\d{{1,2}})\s+(?:de\s+)?(?P<m>{_MO})\b"),
+        ("md", rf"\b(?P<m>{_MO})\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\b"),
+        ("numeric", r"\b(?P<d>\d{1,2})/(?P<m>\d{1,2})(?:/(?P<y>\d{2,4}))?\b"),
+        ("dayof", r"\b(?:dia|on the)\s+(?P<d>\d{1,2})\b"),
+        ("monthname", rf"\b(?P<pre>em|in|de|of|no|na|since|desde|until|ate)?\s*(?P<m>{_MO})\b"),
+        ("christmas", r"\b(?:natal|christmas|xmas)\b"),
+        ("newyear", r"\b(?:ano novo|reveillon|new year'?s?(?: eve)?)\b"),
+        ("carnival", r"\b(?:carnaval|carnival)\b"),
+        ("easter", r"\b(?:pascoa|easter)\b"),
+    ]
+]
+# Portuguese weekday names that are also ordinals ("segunda fase", "quinta série"): an
+# ordinal is followed by its noun; a day ends the clause or is followed by a function
+# word ("na segunda eu volto", "sexta de manhã", "quinta que vem").
+_ORDINAL_WEEKDAYS = {"segunda", "terca", "quarta", "quinta", "sexta"}
+_NEXT_WORD = re.compile(r"\s+([a-z]+)")
+
+
+def _is_weekday(m: re.Match[str]) -> bool:
+    if "feira" in m.group(0) or _direction(m) != 0:
+        return True
+    after = _NEXT_WORD.match(m.string, m.end())
+    return after is None or after.group(1) in STOP_WORDS
+
+
+_SMALL = {
+    "um": 1,
+    "uma": 1,
+    "a": 1,
+    "one": 1,
+    "dois": 2,
+    "duas": 2,
+    "two": 2,
+    "tres": 3,
+    "three": 3,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A stretch of time a message names: [start, end), and whether it lies after it."""
+
+    start: datetime
+    end: datetime
+    future: bool
+    text: str
+
+    def contains(self, moment: datetime, slack: timedelta = timedelta(0)) -> bool:
+        return self.start - slack <= moment < self.end + slack
+
+
+def _day(d: date, at: datetime) -> datetime:
+    return datetime.combine(d, time(0), tzinfo=at.tzinfo)
+
+
+def _span(start: date, days: int, at: datetime, text: str) -> Span:
+    begin = _day(start, at)
+    return Span(begin, begin + days * DAY, begin > at, text)
+
+
+def _direction(match: re.Match[str]) -> int:
+    """-1 "last", +1 "next", 0 "this" / bare."""
+    words = " ".join(filter(None, (match.groupdict().get("pre"), match.groupdict().get("post"))))
+    if re.search(_LAST, words):
+        return -1
+    if re.search(_NEXT, words):
+        return 1
+    return 0
+
+
+def _month_span(year: int, month: int, at: datetime, text: str) -> Span:
+    start = date(year, month, 1)
+    end = date(year + (month == 12), month % 12 + 1, 1)
+    return _span(start, (end - start).days, at, text)
+
+
+def _safe_date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def spans(text: str, at: datetime, *, past: bool | None = None) -> list[Span]:
+    """The times ``text`` names, resolved against ``at`` (the message's own time).
+
+    ``past`` settles bare names ("sábado", "outubro"): True takes the latest one not after
+    ``at`` (a question about what happened), False the next one (a statement of plans);
+    None guesses from the text (a question mark reads as asking about the past)."""
+    folded = fold(text).lower()
+    if past is None:
+        past = "?" in text
+    today = at.date()
+    found: list[Span] = []
+    taken: list[tuple[int, int]] = []
+
+    def free(m: re.Match[str]) -> bool:
+        return all(m.end() <= a or m.start() >= b for a, b in taken)
+
+    for name, pattern in _PATTERNS:
+        for m in pattern.finditer(folded):
+            if not free(m):
+                continue
+            span = _resolve(name, m, at, today, past)
+            if span is not None:
+                found.append(span)
+                taken.append((m.start(), m.end()))
+    return found
+
+
+def _resolve(name: str, m: re.Match[str], at: datetime, today: date, past: bool) -> Span | None:
+    text = m.group(0)
+    if name == "today":
+        return _span(today, 1, at, text)
+    if name == "yesterday":
+        return _span(today - DAY, 1, at, text)
+    if name == "anteontem":
+        return _span(today - 2 * DAY, 1, at, text)
+    if name == "tomorrow":
+        return _span(today + DAY, 1, at, text)
+    direction = _direction(m) if name in ("weekday", "weekend", "week", "month", "year") else 0
+    if name == "weekday":
+        if m.group("wd") in _ORDINAL_WEEKDAYS and not _is_weekday(m):
+            return None
+        wd = _WEEKDAYS[m.group("wd")]
+        back = (today.weekday() - wd) % 7 or 7  # the last one strictly before today
+        ahead = (wd - today.weekday()) % 7 or 7
+        if direction < 0 or (direction == 0 and past):
+            return _span(today - back * DAY, 1, at, text)
+        return _span(today + ahead * DAY, 1, at, text)
+    if name == "weekend":
+        saturday_ahead = (5 - today.weekday()) % 7
+        if direction < 0 or (direction == 0 and past and today.weekday() < 5):
+            last_saturday = today - ((today.weekday() - 5) % 7 or 7) * DAY
+            if today.weekday() == 6 and direction < 0:
+                last_saturday -= 7 * DAY
+            return _span(last_saturday, 2, at, text)
+        start = today + (saturday_ahead + (7 if direction > 0 and saturday_ahead < 2 else 0)) * DAY
+        if today.weekday() >= 5 and direction == 0:
+            start = today - (today.weekday() - 5) * DAY
+        return _span(start, 2, at, text)
+    if name == "week":
+        monday = today - today.weekday() * DAY
+        return _span(monday + 7 * direction * DAY, 7, at, text)
+    if name == "month":
+        index = today.year * 12 + today.month - 1 + direction
+        return _month_span(index // 12, index % 12 + 1, at, text)
+    if name == "year":
+        start = date(today.year + direction, 1, 1)
+        return _span(start, (date(start.year + 1, 1, 1) - start).days, at, text)
+    if name == "ago":
+        raw = m.group("n") or m.group("n2")
+        unit = m.group("unit") or m.group("unit2") or ""
+        n = int(raw) if raw.isdigit() else _SMALL.get(raw, 1)
+        days = n * (30 if unit.startswith("m") else 7 if unit[0] in "sw" else 1)
+        return _span(today - days * DAY, max(1, days // 7), at, text)
+    if name in ("dm", "md", "numeric", "dayof"):
+        day = int(m.group("d"))
+        if name == "dayof":
+            month, year = today.month, today.year
+        else:
+            raw = m.group("m")
+            month = int(raw) if raw.isdigit() else _MONTHS[raw]
+            year_raw = m.groupdict().get("y")
+            year = today.year
+            if year_raw:
+                year = int(year_raw) + (2000 if len(year_raw) == 2 else 0)
+        found = _safe_date(year, month, day)
+        if found is None:
+            return None
+        if not (name == "numeric" and m.groupdict().get("y")):
+            # Without a year: the nearest one on the side the sentence looks at.
+            if past and found > today:
+                found = _safe_date(year - 1, month, day) if name != "dayof" else None
+                if found is None and name == "dayof":
+                    prev = today.replace(day=1) - DAY
+                    found = _safe_date(prev.year, prev.month, day)
+            elif not past and found < today - 7 * DAY:
+                if name == "dayof":
+                    nxt = (today.replace(day=28) + 4 * DAY).replace(day=1)
+                    found = _safe_date(nxt.year, nxt.month, day)
+                else:
+                    found = _safe_date(year + 1, month, day)
+            if found is None:
+                return None
+        return _span(found, 1, at, text)
+    if name == "monthname":
+        raw = m.group("m")
+        if raw in _AMBIGUOUS_MONTHS and not m.group("pre"):
+            return None
+        month = _MONTHS[raw]
+        year = today.year
+        if past and month > today.month:
+            year -= 1
+        elif not past and month < today.month:
+            year += 1
+        return _month_span(year, month, at, text)
+    # Holidays: the nearest one on the side the sentence looks at.
+    years = (today.year + 1, today.year, today.year - 1)
+    for year in years if past else reversed(years):
+        span = _holiday(name, year, at, text)
+        if span is None:
+            return None
+        if (past and span.start.date() <= today) or (not past and span.end.date() > today):
+            return span
+    return None
+
+
+def _holiday(name: str, year: int, at: datetime, text: str) -> Span | None:
+    if name == "christmas":
+        return _span(date(year, 12, 24), 3, at, text)
+    if name == "newyear":
+        return _span(date(year, 12, 31), 2, at, text)
+    if name == "carnival":
+        return _span(easter(year) - 50 * DAY, 6, at, text)  # Saturday to Ash Wednesday
+    if name == "easter":
+        return _span(easter(year) - 3 * DAY, 4, at, text)
+    return None
