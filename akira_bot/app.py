@@ -219,10 +219,14 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
             pass
-    await engine.start()
-    tune_garbage_collector()
     started: list[Adapter] = []
+    engine_started = False
     try:
+        # A start that fails half-way (storage open, model not loaded) closes what it
+        # opened itself; the adapters below are stopped whatever fails after it.
+        await engine.start()
+        engine_started = True
+        tune_garbage_collector()
         for adapter in adapters:
             await adapter.start()
             started.append(adapter)
@@ -235,4 +239,5 @@ async def serve(
                 await adapter.stop()
             except Exception:
                 log.exception("error stopping the %s adapter", adapter.name)
-        await engine.close()
+        if engine_started:
+            await engine.close()

