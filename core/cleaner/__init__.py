@@ -13,6 +13,9 @@ One concept per module, every public name importable from ``core.cleaner``:
 * :mod:`~core.cleaner.reply` - :func:`clean_reply` (thinking, tags, template tokens, echoed
   sections and blocks), built on :mod:`~core.cleaner.tokens`, :mod:`~core.cleaner.blocks`,
   :mod:`~core.cleaner.echo` and :mod:`~core.cleaner.splice`.
+* :mod:`~core.cleaner.guard` - :func:`guard_reply`, the check of a reply against this
+  turn's actual instructions in every encoding (decoded by :mod:`~core.cleaner.decode`),
+  and the per-turn canary.
 * :mod:`~core.cleaner.neutralise` - :func:`neutralise_user_text` for what a person typed.
 * :mod:`~core.cleaner.unicode` - :func:`fix_unicode`.
 """
@@ -20,6 +23,16 @@ One concept per module, every public name importable from ``core.cleaner``:
 from __future__ import annotations
 
 from core.cleaner.blocks import is_prompt_block_line, is_prompt_section_header
+from core.cleaner.decode import decoded, letters
+from core.cleaner.guard import (
+    CANARY_FORMAT,
+    GuardedReply,
+    PromptInstructions,
+    canary_line,
+    guard_reply,
+    instruction_texts,
+    new_canary,
+)
 from core.cleaner.neutralise import neutralise_user_text
 from core.cleaner.patterns import contains_internal_marker
 from core.cleaner.reply import CleanedReply, clean_reply
@@ -44,6 +57,7 @@ from core.cleaner.vocabulary import (
 )
 
 __all__ = [
+    "CANARY_FORMAT",
     "ECHO_LABELS",
     "EMOTION_SECTION_TITLE",
     "HISTORY_SECTION_TITLE",
@@ -61,10 +75,18 @@ __all__ = [
     "STRUCTURED_SECTION_TITLE",
     "STRUCTURED_UNVERIFIED_NOTE",
     "CleanedReply",
+    "GuardedReply",
+    "PromptInstructions",
+    "canary_line",
     "clean_reply",
     "contains_internal_marker",
+    "decoded",
     "fix_unicode",
+    "guard_reply",
+    "instruction_texts",
     "is_prompt_block_line",
     "is_prompt_section_header",
+    "letters",
     "neutralise_user_text",
+    "new_canary",
 ]
