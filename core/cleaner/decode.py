@@ -59,7 +59,11 @@ _PERCENT_RE = re.compile(r"(?:%[0-9a-fA-F]{2}){3,}")
 # several lines (as encoders print it) is joined first.
 _B64_MIN = 16
 _B64_RE = re.compile(rf"[A-Za-z0-9+/_\-]{{{_B64_MIN},}}={{0,2}}")
-_B64_WRAPPED_RE = re.compile(r"(?:[A-Za-z0-9+/]{16,}[ \t]*\n[ \t]*){1,}[A-Za-z0-9+/]{2,}={0,2}")
+# Anchored at line starts and possessive: tried inside a long run, it would rescan the
+# rest of the run from every position (quadratic on a 10 KB base64 line).
+B64_WRAPPED_RE = re.compile(
+    r"^[ \t]*+(?:[A-Za-z0-9+/]{16,}+[ \t]*+\n[ \t]*+)++[A-Za-z0-9+/]{2,}+={0,2}", re.MULTILINE
+)
 # Hex: 12 bytes or more, written together or separated ("48 65 6c", "0x48,0x65", "48:65").
 _HEX_RE = re.compile(r"(?:(?:0x)?[0-9a-fA-F]{2}[ \t,:;\-]{0,2}){12,}")
 _PRINTABLE_MIN = 0.9  # share of printable characters for a decoded run to count as text
@@ -128,7 +132,7 @@ def _unescape(match: re.Match[str]) -> str:
 
 def _decode_runs(text: str) -> str:
     if "\n" in text:
-        text = _B64_WRAPPED_RE.sub(lambda m: "".join(m.group().split()), text)
+        text = B64_WRAPPED_RE.sub(lambda m: "".join(m.group().split()), text)
 
     def b64(match: re.Match[str]) -> str:
         found = _b64_text(match.group())
@@ -173,7 +177,7 @@ def decoded(text: str) -> str:
 @lru_cache(maxsize=1)
 def _fold_table() -> dict[int, str]:
     """Non-ASCII characters a reader takes for an ASCII letter or digit (Cyrillic "а",
-    Greek "ο", mathematical and full-width letters...) -> that ASCII character, from the
+    Greek "Τ"...) -> that ASCII character (case kept: "Τhey" reads "They"), from the
     Unicode confusables data. ASCII itself is never remapped ("l" stays "l")."""
     raw = resources.files("confusable_homoglyphs").joinpath("confusables.json").read_text("utf-8")
     data: dict[str, list[dict[str, str]]] = json.loads(raw)
@@ -181,11 +185,16 @@ def _fold_table() -> dict[int, str]:
     for char, glyphs in data.items():
         if len(char) != 1 or char.isascii():
             continue
-        for glyph in glyphs:
-            target = glyph.get("c", "")
-            if len(target) == 1 and target.isascii() and target.isalnum():
-                table[ord(char)] = target.lower()
-                break
+        targets = [
+            g for g in glyphs if len(g.get("c", "")) == 1 and g["c"].isascii() and g["c"].isalnum()
+        ]
+        if not targets:
+            continue
+        # "I", "l" and "1" look alike: prefer the letter the character is named after
+        # (CYRILLIC ... LETTER I -> "i"), else the first look-alike.
+        last = unicodedata.name(char, "").rsplit(" ", 1)[-1]
+        named = [g for g in targets if g.get("n", "").rsplit(" ", 1)[-1] == last]
+        table[ord(char)] = (named or targets)[0]["c"]
     return table
 
 
@@ -197,7 +206,19 @@ def letters(text: str) -> str:
     to the ASCII letters they imitate: ``"Y o u  A R E"``, ``"you are"``, ``"Yоu-аre"``
     (Cyrillic) and ``"ＹＯＵ　ＡＲＥ"`` all give ``"youare"``."""
     if not text.isascii():
-        text = unicodedata.normalize("NFKD", text.translate(_fold_table()))
-        text = "".join(ch for ch in text if not unicodedata.combining(ch))
-        text = text.translate(_fold_table())  # NFKD can expose further look-alikes
+        text = readable(text)
     return _NOT_ALNUM_RE.sub("", text.casefold())
+
+
+# Combining marks NFKD leaves after a base letter (accents, tildes, cedillas...).
+_COMBINING_RE = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
+def readable(text: str) -> str:
+    """``text`` as a reader sees it in ASCII where it can be: compatibility forms (full-width,
+    mathematical letters) and accents undone, homoglyphs folded; spacing and punctuation
+    kept, so line-level patterns still apply."""
+    if text.isascii():
+        return text
+    text = _COMBINING_RE.sub("", unicodedata.normalize("NFKD", text))
+    return text.translate(_fold_table())

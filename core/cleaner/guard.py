@@ -30,12 +30,14 @@ from __future__ import annotations
 import re
 import secrets
 import string
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from core.cleaner.decode import decoded, letters
+from core.cleaner.blocks import is_prompt_block_line
+from core.cleaner.decode import B64_WRAPPED_RE, decoded, letters, readable
 from core.cleaner.patterns import contains_internal_marker
 from core.cleaner.vocabulary import (
     PROMPT_SECTION_HEADERS,
@@ -62,9 +64,11 @@ _STYLE_LABEL = letters(RESPONSE_STYLE_FORMAT.partition("{")[0])
 
 # Segment boundaries: a line break, the space after a sentence end, an escaped line break
 # ("\n" written out in a string literal), a heading or banner written mid-line.
-_BOUNDARY_RE = re.compile(r"\n|(?<=[.!?…])[ \t]+|\\r?\\n|[ \t]+(?=#{2,}|={3,})")
-# A base64 run wrapped over lines is one segment: each line alone may not decode.
-_WRAPPED_RUN_RE = re.compile(r"(?:[A-Za-z0-9+/]{16,}[ \t]*\n[ \t]*){1,}[A-Za-z0-9+/]{2,}={0,2}")
+# A long run of base64 or hex is a segment of its own, so the words around it can stay.
+_BOUNDARY_RE = re.compile(
+    r"\n|(?<=[.!?…])[ \t]+|\\r?\\n|[ \t]+(?=#{2,}|={3,})"
+    r"|[ \t]+(?=[A-Za-z0-9+/]{16})|(?<=[A-Za-z0-9+/=]{16})[ \t]+"
+)
 # A segment that opens like a heading, a banner, a label or a bracketed field.
 _HEADING_LIKE_RE = re.compile(r"^[\s>*_\-•+\"'`(]*(?:#|=|\[|\*\*|__)")
 _STYLE_LABEL_RE = re.compile(r"response[\W_]{0,6}style[\W_]{0,6}:", re.IGNORECASE)
@@ -133,7 +137,8 @@ def _index(texts: tuple[str, ...], titles: tuple[str, ...]) -> _Index:
 
 
 def _segments(text: str) -> list[tuple[int, int]]:
-    protected = [m.span() for m in _WRAPPED_RUN_RE.finditer(text)] if "\n" in text else []
+    # A base64 run wrapped over lines is one segment: each line alone may not decode.
+    protected = [m.span() for m in B64_WRAPPED_RE.finditer(text)] if "\n" in text else []
     spans: list[tuple[int, int]] = []
     start = 0
     for m in _BOUNDARY_RE.finditer(text):
@@ -154,11 +159,19 @@ def _flag_segment(plain: str, seg_letters: str, index: _Index) -> bool:
         return True
     if seg_letters in index.short:
         return True
+    if any(is_prompt_block_line(line) for line in readable(plain).split("\n")):
+        return True
     if _STYLE_LABEL in seg_letters and _STYLE_LABEL_RE.search(plain):
         return True
     if _HEADING_LIKE_RE.match(plain):
         return any(seg_letters.startswith(t) for t in index.titles)
     return False
+
+
+def _has_content(line: str) -> bool:
+    if _FENCE_RE.match(line):
+        return False
+    return any(ch.isalnum() or unicodedata.category(ch) == "So" for ch in line)
 
 
 def _reads_as_reply(text: str) -> bool:
@@ -222,7 +235,9 @@ def _remove(text: str, spans: list[tuple[int, int]], flagged: list[bool]) -> Gua
             pos = e
     pieces.append(text[pos:])
     kept = "".join(pieces)
-    lines = [line.rstrip() for line in kept.split("\n") if not _FENCE_RE.match(line)]
+    # Lines left with no letter, digit or emoji (an emptied code fence, "**", "===", ">")
+    # were the removed text's markup.
+    lines = [line.rstrip() for line in kept.split("\n") if not line.strip() or _has_content(line)]
     result = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
     if not _reads_as_reply(result):
         return GuardedReply("", (*removed, result) if result else removed, refused=True)

@@ -6,7 +6,6 @@ import logging
 import random
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator
 
 from core.cleaner import (
     HISTORY_SECTION_TITLE,
@@ -26,7 +25,7 @@ from core.cleaner import (
 from core.i18n import ago, detect_language, normalise_locale, t
 from core.llm.base import ChatMessage, GenerationOptions, LLMError
 from core.pipeline import CallNext, PromptSection, TurnContext
-from core.services import Services
+from core.stages.outgoing import engine_instruction_texts
 from core.storage.records import MemoryNode, NodeType
 from core.types import ChatKind, Reply, ReplyKind
 
@@ -236,25 +235,6 @@ class RecallStage:
 
 # Where the prompt stage leaves this turn's instruction parts for the clean stage.
 INSTRUCTIONS_KEY = "prompt_instructions"
-
-
-def engine_instruction_texts(services: Services) -> Iterator[str]:
-    """AKIRA's fixed instructions, whatever the turn: the persona in every language and
-    every emotional state's instruction and tag. A reply that gives them away (say, the
-    English persona translated back from the Portuguese one) is caught as well."""
-    persona = services.persona
-    for language in persona.system:
-        yield persona.system_prompt(language)
-    tracker = services.extras.get("emotion_tracker")
-    for state in getattr(tracker, "states", {}).values():
-        yield f"{state.tag}\n{state.instruction_pt}"
-        yield f"{state.tag}\n{state.instruction_en}"
-
-
-def engine_instructions(services: Services) -> PromptInstructions:
-    """The instructions a reply outside a turn's prompt (a command's reply, an export) is
-    checked against."""
-    return PromptInstructions(instruction_texts(engine_instruction_texts(services)))
 
 
 class PromptStage:
