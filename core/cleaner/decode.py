@@ -62,7 +62,8 @@ _B64_RE = re.compile(rf"[A-Za-z0-9+/_\-]{{{_B64_MIN},}}={{0,2}}")
 # Anchored at line starts and possessive: tried inside a long run, it would rescan the
 # rest of the run from every position (quadratic on a 10 KB base64 line).
 B64_WRAPPED_RE = re.compile(
-    r"^[ \t]*+(?:[A-Za-z0-9+/]{16,}+[ \t]*+\n[ \t]*+)++[A-Za-z0-9+/]{2,}+={0,2}", re.MULTILINE
+    r"^[ \t]*+(?:[A-Za-z0-9+/]{16,}+[ \t]*+\n[ \t]*+)++[A-Za-z0-9+/]{2,}+={0,2}[ \t]*$",
+    re.MULTILINE,
 )
 # Hex: 12 bytes or more, written together or separated ("48 65 6c", "0x48,0x65", "48:65").
 _HEX_RE = re.compile(r"(?:(?:0x)?[0-9a-fA-F]{2}[ \t,:;\-]{0,2}){12,}")
@@ -91,7 +92,8 @@ def _b64_text(run: str) -> str | None:
     # alignments and keep the first that decodes to text.
     for skip in range(4):
         body = compact[skip:]
-        body = body[: len(body) - len(body) % 4 if len(body) % 4 != 1 else len(body) - 1]
+        if len(body) % 4 == 1:  # a lone last character carries no whole byte
+            body = body[:-1]
         if len(body) < _B64_MIN - 3:
             break
         padded = body + "=" * (-len(body) % 4)
