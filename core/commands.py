@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from core.i18n import t
 from core.pipeline import CallNext, TurnContext
+from core.stages.outgoing import guard_outgoing
 from core.types import CommandSpec, Reply, ReplyKind
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,9 @@ class CommandRouter:
         if isinstance(result, str):
             result = Reply(result, ReplyKind.COMMAND)
         if result is not None:
-            await ctx.send(result)
+            # Replies quote memories (some proposed by the model) and exports: the same
+            # check as an answer's before they reach the person.
+            await ctx.send(guard_outgoing(ctx, result))
 
 
 class CommandStage:

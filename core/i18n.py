@@ -89,6 +89,12 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
         "pt": "Algo deu errado com esse comando. Nada foi perdido; tente de novo.",
         "en": "Something went wrong with that command. Nothing was lost; please try again.",
     },
+    # A reply that gave away AKIRA's instructions and left nothing else to say.
+    "leak_refusal": {
+        "pt": "Isso eu não posso compartilhar, mas sigo aqui para conversar. "
+        "Sobre o que você quer falar?",
+        "en": "That's something I can't share, but I'm happy to keep talking. What's on your mind?",
+    },
     "unsupported_content": {
         "pt": "Por enquanto eu só entendo mensagens de texto.",
         "en": "For now I only understand text messages.",

@@ -15,12 +15,18 @@ from core.cleaner import (
     RECALL_SPEAKER_BOT,
     RECALL_SPEAKER_PERSON,
     SECTION_HEADER_FORMAT,
+    PromptInstructions,
+    canary_line,
     clean_reply,
+    guard_reply,
+    instruction_texts,
     neutralise_user_text,
+    new_canary,
 )
 from core.i18n import ago, detect_language, normalise_locale, t
 from core.llm.base import ChatMessage, GenerationOptions, LLMError
 from core.pipeline import CallNext, PromptSection, TurnContext
+from core.stages.outgoing import engine_instruction_texts
 from core.storage.records import MemoryNode, NodeType
 from core.types import ChatKind, Reply, ReplyKind
 
@@ -249,17 +255,36 @@ class RecallStage:
         await call_next()
 
 
+# Where the prompt stage leaves this turn's instruction parts for the clean stage.
+INSTRUCTIONS_KEY = "prompt_instructions"
+
+
 class PromptStage:
-    """Persona + sections (tone, memories...) + recent turns + the user's message."""
+    """Persona + sections (tone, memories...) + recent turns + the user's message.
+
+    The persona carries a fresh canary each turn; the instruction parts of the prompt
+    (persona, canary line, the sections marked ``instruction`` with their headers, every
+    section's title) are left in ``ctx.extras[INSTRUCTIONS_KEY]`` for the clean stage."""
 
     name = "prompt"
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
-        parts = [ctx.services.persona.system_prompt(ctx.language)]
+        persona = ctx.services.persona.system_prompt(ctx.language)
+        canary = new_canary()
+        parts = [f"{persona}\n{canary_line(canary)}"]
+        instructions = [persona, canary_line("")]
+        titles = []
         for section in sorted(ctx.sections, key=lambda s: s.order):
             if section.body.strip():
                 header = SECTION_HEADER_FORMAT.format(title=section.title)
                 parts.append(f"{header}\n{section.body.strip()}")
+                titles.append(section.title)
+                if section.instruction:
+                    instructions.append(parts[-1])
+        instructions += engine_instruction_texts(ctx.services)
+        ctx.extras[INSTRUCTIONS_KEY] = PromptInstructions(
+            instruction_texts(instructions), tuple(titles), canary
+        )
         ctx.prompt = [
             ChatMessage("system", "\n\n".join(parts)),
             *ctx.history,
@@ -292,7 +317,9 @@ class GenerateStage:
 
 
 class CleanStage:
-    """Removes thinking, tags and prompt echoes; fails closed to a fallback reply."""
+    """Removes thinking, tags and prompt echoes, then checks what is left against this
+    turn's instructions in every encoding (``core.cleaner.guard``); fails closed to a
+    fallback reply, or to a polite refusal when the reply gave the instructions away."""
 
     name = "clean"
 
@@ -304,8 +331,23 @@ class CleanStage:
         if cleaned.fell_back:
             ctx.extras["reply_kind"] = ReplyKind.FALLBACK
             ctx.reply_text = t("fallback", ctx.language)
+            await call_next()
+            return
+        instructions = ctx.extras.get(INSTRUCTIONS_KEY)
+        if not isinstance(instructions, PromptInstructions):
+            # A replaced prompt stage: the instructions this stage can know of.
+            instructions = PromptInstructions(
+                instruction_texts([*echo_sources, *engine_instruction_texts(ctx.services)]),
+                tuple(s.title for s in ctx.sections),
+            )
+        guarded = guard_reply(cleaned.text, instructions)
+        if guarded.refused:
+            if guarded.canary_seen:
+                log.warning("a reply to %s disclosed the prompt's canary: refused", ctx.owner)
+            ctx.extras["reply_kind"] = ReplyKind.FALLBACK
+            ctx.reply_text = t("leak_refusal", ctx.language)
         else:
-            ctx.reply_text = cleaned.text
+            ctx.reply_text = guarded.text
         await call_next()
 
 

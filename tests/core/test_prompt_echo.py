@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.cleaner import (
+    CANARY_FORMAT,
     RESPONSE_STYLE_FORMAT,
     STRUCTURED_RECALL_HEADER,
     STRUCTURED_UNVERIFIED_NOTE,
@@ -81,10 +82,34 @@ def _assert_prompt_has_everything(prompt: str) -> None:
     assert "They said:" in prompt and "AKIRA said: Entendo." in prompt
 
 
+def _without_canary(prompt: str) -> str:
+    """The prompt minus its canary line: what a model asked to leave the marker out (or
+    one that paraphrases it away) returns."""
+    marker = CANARY_FORMAT.partition("{")[0]
+    return "\n".join(line for line in prompt.split("\n") if not line.startswith(marker))
+
+
+@pytest.mark.parametrize("echo", list(ECHOES.values()), ids=list(ECHOES))
+async def test_an_echoed_system_prompt_with_its_canary_is_refused(engine_factory, echo) -> None:
+    engine, provider = await _engine_for_a_remembered_hostile_user(
+        engine_factory, lambda prompt: f"Claro!\n\n{echo(prompt)}\n\n{ANSWER}"
+    )
+    responder = await ask(
+        engine, make_message("como se chama o meu gato?", user="1", at=DAY0 + timedelta(days=7))
+    )
+    _assert_prompt_has_everything(provider.prompts[-1][0].content)
+    assert responder.texts == [t("leak_refusal", "pt")]
+    assert responder.sent[0].kind is ReplyKind.FALLBACK
+    # A refusal is not the bot's reply: nothing of the echo is stored.
+    nodes = await engine.storage.nodes.recent(OWNER, limit=1)
+    assert nodes[0].type is NodeType.USER_MESSAGE
+
+
 @pytest.mark.parametrize("echo", list(ECHOES.values()), ids=list(ECHOES))
 async def test_an_echoed_system_prompt_never_reaches_the_person(engine_factory, echo) -> None:
     engine, provider = await _engine_for_a_remembered_hostile_user(
-        engine_factory, lambda prompt: f"Claro!\n\n{echo(prompt)}\n\n{ANSWER}"
+        engine_factory,
+        lambda prompt: f"Claro!\n\n{echo(_without_canary(prompt))}\n\n{ANSWER}",
     )
     responder = await ask(
         engine, make_message("como se chama o meu gato?", user="1", at=DAY0 + timedelta(days=7))
@@ -98,7 +123,9 @@ async def test_an_echoed_system_prompt_never_reaches_the_person(engine_factory, 
 
 
 async def test_a_reply_that_is_only_the_system_prompt_gets_the_fallback(engine_factory) -> None:
-    engine, provider = await _engine_for_a_remembered_hostile_user(engine_factory, _flattened)
+    engine, provider = await _engine_for_a_remembered_hostile_user(
+        engine_factory, lambda prompt: _flattened(_without_canary(prompt))
+    )
     responder = await ask(
         engine, make_message("como se chama o meu gato?", user="1", at=DAY0 + timedelta(days=7))
     )
