@@ -3,9 +3,12 @@ ends known, where and when a node was said, and the error for vectors of another
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.storage.errors import StorageError
+from core.storage.records import Connection, MemoryNode
 
 
 class EmbeddingModelMismatch(StorageError):
@@ -32,3 +35,15 @@ class NodePlace:
 
     ts: float
     scope: str
+
+
+def storable_connections(node: MemoryNode, connections: Sequence[Connection]) -> list[Connection]:
+    """The edges a stored node gets, one per (target, relation) (the table's key: the
+    last given wins): never to itself, never with a NaN strength (stored as NULL, it would
+    fail the whole write)."""
+    kept = {
+        (c.node_id, c.relation_type): c
+        for c in connections
+        if c.node_id != node.id and math.isfinite(c.strength)
+    }
+    return list(kept.values())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from core.storage.graph_records import storable_connections
 from core.storage.records import EVERY_OWNER, Connection, MemoryNode, to_ts
 from core.storage.vector_cache import blob
 
@@ -226,18 +226,6 @@ def write_node(raw: sqlite3.Connection, rows: NodeWrite) -> bool:
             (owner, node_id, rows.edges_json),
         )
     return True
-
-
-def storable_connections(node: MemoryNode, connections: Sequence[Connection]) -> list[Connection]:
-    """The edges a stored node gets, one per (target, relation) (the table's key: the
-    last given wins): never to itself, never with a NaN strength (stored as NULL, it would
-    fail the whole write)."""
-    kept = {
-        (c.node_id, c.relation_type): c
-        for c in connections
-        if c.node_id != node.id and math.isfinite(c.strength)
-    }
-    return list(kept.values())
 
 
 # Recording a change: prune (watermark first, from the rows about to go), then the row.
