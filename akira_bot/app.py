@@ -12,6 +12,7 @@ import signal
 from adapters.base import Adapter
 from akira_bot.features import installers
 from akira_bot.settings import Settings
+from akira_bot.storage import build_storage
 from core.commands import CommandRouter, CommandStage
 from core.embeddings import Embedder, build_embedder
 from core.engine import Engine
@@ -32,7 +33,7 @@ from core.stages import (
     RememberStage,
     ThrottleStage,
 )
-from core.storage import SQLiteStorage
+from core.storage import Storage
 from core.workers import ShardedEngine
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def engine_config(settings: Settings) -> EngineConfig:
 
 
 def build_memory(
-    settings: Settings, storage: SQLiteStorage, embedder: Embedder | None
+    settings: Settings, storage: Storage, embedder: Embedder | None
 ) -> ConversationMemory:
     """The memory graph (``settings.memory.graph``, the default) over the configured
     embedder; the plain message log when the graph is off."""
@@ -119,9 +120,7 @@ def build_engine(
 ) -> Engine:
     """The engine for ``settings``; ``llm``/``embedder`` override the configured ones
     (tests, embedding a bot in another program)."""
-    storage = SQLiteStorage(
-        settings.database_path, writer_process=settings.storage.writer == "process"
-    )
+    storage = build_storage(settings)
     if embedder is None and settings.memory.graph:
         embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
     if llm is None:
