@@ -15,6 +15,7 @@ from adapters.base import Adapter
 from akira_bot.features import builtin_modules
 from akira_bot.plugins import Plugin, PluginRef, resolve_all, set_up
 from akira_bot.settings import Settings
+from akira_bot.storage import build_storage
 from core.commands import CommandRouter, CommandStage
 from core.embeddings import Embedder, build_embedder
 from core.engine import Engine
@@ -35,7 +36,7 @@ from core.stages import (
     RememberStage,
     ThrottleStage,
 )
-from core.storage import SQLiteStorage
+from core.storage import Storage
 from core.workers import ShardedEngine
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def engine_config(settings: Settings) -> EngineConfig:
 
 
 def build_memory(
-    settings: Settings, storage: SQLiteStorage, embedder: Embedder | None
+    settings: Settings, storage: Storage, embedder: Embedder | None
 ) -> ConversationMemory:
     """The memory graph (``settings.memory.graph``, the default) over the configured
     embedder; the plain message log when the graph is off."""
@@ -136,9 +137,7 @@ def build_engine(
     the configured ones (tests, embedding a bot in another program), ``plugins`` are set
     up after the ones the settings name."""
     resolved = resolve_plugins(settings, plugins)
-    storage = SQLiteStorage(
-        settings.database_path, writer_process=settings.storage.writer == "process"
-    )
+    storage = build_storage(settings)
     if embedder is None and settings.memory.graph:
         embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
     if llm is None:

@@ -50,10 +50,26 @@ def secret_values(settings: Settings) -> list[str]:
         settings.telegram.token,
         settings.telegram.webhook_secret,
         settings.discord.token,
+        settings.storage.postgres_dsn,
     ):
         if secret is not None:
             values.append(secret.get_secret_value())
+    values.extend(dsn_password(settings))
     return values
+
+
+def dsn_password(settings: Settings) -> list[str]:
+    """The password inside the PostgreSQL connection string, kept out of logs alone too."""
+    from urllib.parse import urlsplit
+
+    dsn = settings.storage.postgres_dsn
+    if dsn is None:
+        return []
+    try:
+        password = urlsplit(dsn.get_secret_value()).password
+    except ValueError:
+        return []
+    return [password] if password else []
 
 
 class DropVoiceWarnings(logging.Filter):
@@ -180,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     from akira_bot import cli_memory
 
     cli_memory.add_parser(sub)
+    from akira_bot import cli_storage
+
+    cli_storage.add_parser(sub)
     return parser
 
 

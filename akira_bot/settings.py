@@ -12,10 +12,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     ValidationInfo,
     create_model,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -85,11 +87,37 @@ class MemorySettings(_Section):
 
 
 class StorageSettings(_Section):
-    # loop: the group commits run on the event loop itself (one process in all);
-    # process: in a process of their own, the event loop serving people meanwhile: more
-    # messages a second at saturation, but a few ms more per write on this 2-core machine
-    # (README, benchmarks).
+    # sqlite: one file in AKIRA_DATA_DIR (the default; no server). postgres: a PostgreSQL
+    # database that several bot processes, on one host or many, share (docs/storage.md).
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    # postgresql://user:password@host:5432/database; a secret (it may hold a password).
+    postgres_dsn: SecretStr | None = None
+    # Connections each process opens to PostgreSQL at most (one more listens, one more
+    # holds people's locks).
+    postgres_pool_size: int = Field(default=16, ge=2, le=500)
+    # SQLite only. loop: the group commits run on the event loop itself (one process in
+    # all); process: in a process of their own, the event loop serving people meanwhile:
+    # more messages a second at saturation, but a few ms more per write on this 2-core
+    # machine (README, benchmarks).
     writer: Literal["loop", "process"] = "loop"
+
+    @field_validator("postgres_dsn")
+    @classmethod
+    def _dsn_is_postgres(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(
+            ("postgresql://", "postgres://")
+        ):
+            raise ValueError("must be a postgresql:// connection string")
+        return value
+
+    @model_validator(mode="after")
+    def _postgres_needs_a_dsn(self) -> StorageSettings:
+        if self.backend == "postgres" and self.postgres_dsn is None:
+            raise ValueError(
+                "the postgres backend needs AKIRA_STORAGE__POSTGRES_DSN"
+                " (postgresql://user@host:5432/database)"
+            )
+        return self
 
 
 BuiltinName = Literal["emotion", "structured_memories", "user_commands", "admin_commands"]

@@ -19,7 +19,7 @@ from core.commands import CommandRouter
 from core.i18n import detect_language, normalise_locale, t
 from core.pipeline import Pipeline, TurnContext
 from core.services import Services
-from core.storage import is_storage_full
+from core.storage import is_storage_full, is_storage_unavailable
 from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
 
 log = logging.getLogger(__name__)
@@ -162,9 +162,23 @@ class Engine(Startable):
             # What another process changed of someone's data since the last message (an
             # engine worker serving an admin, `akira-bot memory forget` or `import`)
             # drops what this one keeps of them: a primary-key lookup when nothing did.
-            await self.services.storage.catch_up()
-            await self.pipeline.run(ctx)
+            # With several processes on one database (PostgreSQL), one of them at a time
+            # handles this person's message, in the order they came (the storage's lock).
+            async with self.services.storage.serving(message.owner):
+                await self.services.storage.catch_up()
+                await self.pipeline.run(ctx)
         except Exception as exc:
+            if is_storage_unavailable(exc):
+                # The database server is away: nothing of this message was acknowledged
+                # as stored; one line, no traceback, and the next message tries again.
+                log.error(
+                    "storage unavailable: a message of %s was not handled (%s)", message.owner, exc
+                )
+                if not ctx.sent:
+                    await responder.send(
+                        Reply(t("storage_unavailable", ctx.language), ReplyKind.FALLBACK)
+                    )
+                return
             if is_storage_full(exc):
                 # Nothing is wrong with the message or the code: say what happened, once
                 # per message, without a traceback each time.

@@ -73,6 +73,12 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
         "en": "I couldn't save that just now: I'm out of storage space. "
         "Please try again in a little while.",
     },
+    "storage_unavailable": {
+        "pt": "Não consegui guardar isso agora: meu banco de dados está fora do ar. "
+        "Sua mensagem não foi registrada; tente de novo daqui a pouco.",
+        "en": "I couldn't save that just now: my database is unreachable. "
+        "Your message was not recorded; please try again in a little while.",
+    },
     "empty": {
         "pt": "Não recebi nenhum texto. O que você queria dizer?",
         "en": "I didn't get any text. What did you want to say?",

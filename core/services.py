@@ -12,7 +12,7 @@ from core.embeddings.base import Embedder
 from core.llm.base import LLMProvider
 from core.memory.base import ConversationMemory
 from core.persona import Persona
-from core.storage.sqlite import SQLiteStorage
+from core.storage.api import Storage
 from core.types import utcnow
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ AfterReplyHook = Callable[["TurnContext"], Awaitable[None]]
 
 @dataclass
 class Services:
-    storage: SQLiteStorage
+    storage: Storage
     llm: LLMProvider
     memory: ConversationMemory
     persona: Persona

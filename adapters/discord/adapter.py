@@ -87,8 +87,13 @@ class DiscordAdapter(Adapter):
             "allowed_mentions": SAFE_MENTIONS,
             "guild_ready_timeout": self.config.guild_ready_timeout_s,
         }
+        if self.config.shard_count is not None:
+            # This process's shards of the bot's (the others run in other processes).
+            options["shard_count"] = self.config.shard_count
+            if self.config.shard_ids is not None:
+                options["shard_ids"] = list(self.config.shard_ids)
         client: discord.Client = (
-            _ShardedClient(**options) if self.config.sharded else _Client(**options)
+            _ShardedClient(**options) if self.config.uses_shards else _Client(**options)
         )
         client.akira = self  # type: ignore[attr-defined]
         return client

@@ -4,14 +4,15 @@ This module must not import ``discord``: the settings layer imports it even when
 ``discord`` extra is not installed.
 
 Environment (stable contract): ``AKIRA_DISCORD__TOKEN``, ``AKIRA_DISCORD__API_BASE``,
-``AKIRA_DISCORD__GATEWAY_URL``, ``AKIRA_DISCORD__ADMIN_IDS`` (JSON list).
+``AKIRA_DISCORD__GATEWAY_URL``, ``AKIRA_DISCORD__ADMIN_IDS`` (JSON list),
+``AKIRA_DISCORD__SHARD_IDS`` (JSON list) with ``AKIRA_DISCORD__SHARD_COUNT``.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 ReplyMode = Literal["addressed", "all"]
 
@@ -36,6 +37,12 @@ class DiscordConfig(BaseModel):
     admin_ids: list[int] = Field(default_factory=list)
     # Use discord.AutoShardedClient (large bots: several gateway shards in one process).
     sharded: bool = False
+    # Shards across processes (each its own `akira-bot run`, all on one PostgreSQL
+    # database): this process runs the gateway shards ``shard_ids`` of ``shard_count``
+    # (AKIRA_DISCORD__SHARD_IDS='[0, 1]', AKIRA_DISCORD__SHARD_COUNT=4). Either one implies
+    # the sharded client; ids without a count are refused.
+    shard_ids: list[int] | None = None
+    shard_count: int | None = Field(default=None, ge=1)
     # In servers: answer only when mentioned/replied to ("addressed"), or every message.
     reply_in_guilds: ReplyMode = "addressed"
     # Per-guild or per-channel override of reply_in_guilds, keyed by the id as a string;
@@ -57,6 +64,21 @@ class DiscordConfig(BaseModel):
     ready_timeout_s: float = 30.0
     # Bound for stop(): in-flight replies get this long to finish.
     stop_timeout_s: float = 10.0
+
+    @model_validator(mode="after")
+    def _shards_fit(self) -> DiscordConfig:
+        if self.shard_ids is not None:
+            if self.shard_count is None:
+                raise ValueError("AKIRA_DISCORD__SHARD_IDS needs AKIRA_DISCORD__SHARD_COUNT")
+            if not self.shard_ids or any(not 0 <= i < self.shard_count for i in self.shard_ids):
+                raise ValueError(
+                    f"AKIRA_DISCORD__SHARD_IDS must be ids from 0 to {self.shard_count - 1}"
+                )
+        return self
+
+    @property
+    def uses_shards(self) -> bool:
+        return self.sharded or self.shard_ids is not None or self.shard_count is not None
 
     def reply_mode(self, guild_id: int | None, channel_id: int | None) -> ReplyMode:
         if channel_id is not None and str(channel_id) in self.channel_overrides:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from core.storage.api import Storage
 from core.storage.records import MemoryNode
-from core.storage.sqlite import SQLiteStorage
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class Recall:
 class ConversationMemory(ABC):
     """Stores every message as a node and finds what matters for a new one."""
 
-    def __init__(self, storage: SQLiteStorage) -> None:
+    def __init__(self, storage: Storage) -> None:
         self.storage = storage
 
     async def check(self) -> None:
@@ -70,7 +70,7 @@ class PlainMemory(ConversationMemory):
 
     async def store_many(self, nodes: Sequence[MemoryNode]) -> list[bool]:
         """Imports: each node announced to the other processes sharing the database (see
-        SQLiteNodeStore.add), which may be serving these people right now."""
+        NodeStore.add), which may be serving these people right now."""
         return [await self.storage.nodes.add(node, announce=True) for node in nodes]
 
     async def recall(

@@ -22,9 +22,8 @@ from datetime import timedelta
 
 import numpy as np
 
+from core.storage.api import GraphStore, NodeStore
 from core.storage.records import Connection, MemoryNode
-from core.storage.sqlite_graph import GraphStore
-from core.storage.sqlite_nodes import SQLiteNodeStore
 
 # Cosine above which two nodes count as "similar", per embedding model.
 #
@@ -93,7 +92,7 @@ class ConnectionDetector:
     def __init__(
         self,
         graph: GraphStore,
-        nodes: SQLiteNodeStore,
+        nodes: NodeStore,
         model: str,
         config: ConnectionConfig | None = None,
     ) -> None:

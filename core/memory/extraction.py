@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from core.llm.base import ChatMessage, GenerationOptions, LLMError, LLMProvider
 from core.memory.structured import StructuredMemories
 from core.pipeline import TurnContext
-from core.storage.sqlite_memories import (
+from core.storage.memory_records import (
     MAX_KEY_CHARS,
     MAX_TAG_CHARS,
     MAX_TAGS,

@@ -28,9 +28,8 @@ from core.memory.connections import ConnectionConfig, ConnectionDetector
 from core.memory.query import QueryConfig, plan_query, thread_priors
 from core.memory.search import GraphSearcher, SearchConfig
 from core.memory.tags import Tagger
+from core.storage.api import GraphStore, Storage
 from core.storage.records import MemoryNode, NodeType, to_ts
-from core.storage.sqlite import SQLiteStorage
-from core.storage.sqlite_graph import SQLiteGraphStore
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ class GraphConfig:
 class GraphMemory(ConversationMemory):
     def __init__(
         self,
-        storage: SQLiteStorage,
+        storage: Storage,
         embedder: Embedder,
         *,
         config: GraphConfig | None = None,
@@ -65,7 +64,7 @@ class GraphMemory(ConversationMemory):
         self.config = config or GraphConfig()
         self.embedder = embedder
         self.batcher = EmbeddingBatcher(embedder, self.config.max_batch, self.config.max_wait_ms)
-        self.graph: SQLiteGraphStore = storage.graph
+        self.graph: GraphStore = storage.graph
         margin = self.config.topic_margin
         if margin == "auto":
             margin = None if embedder.name.startswith("hashing") else 0.04
@@ -132,7 +131,7 @@ class GraphMemory(ConversationMemory):
     async def store_many(self, nodes: Sequence[MemoryNode]) -> list[bool]:
         """Bulk store (imports): embeddings in batches, nodes stored in order. Each node
         is announced to the other processes sharing the database (see
-        SQLiteGraphStore.add_node): an import runs beside the bot serving these people."""
+        GraphStore.add_node): an import runs beside the bot serving these people."""
         await self._ready()
         results: list[bool] = []
         window = self.config.connections.follow_up_window

@@ -22,9 +22,8 @@ import numpy as np
 from core.memory.base import RecalledNode
 from core.memory.connections import seed_range
 from core.memory.tags import STOP_WORDS
+from core.storage.api import GraphStore, NodeStore
 from core.storage.records import MemoryNode, to_ts
-from core.storage.sqlite_graph import GraphStore
-from core.storage.sqlite_nodes import SQLiteNodeStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +74,7 @@ class GraphSearcher:
     def __init__(
         self,
         graph: GraphStore,
-        nodes: SQLiteNodeStore,
+        nodes: NodeStore,
         config: SearchConfig | None = None,
         *,
         model: str = "",

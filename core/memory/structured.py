@@ -1,7 +1,8 @@
 """Structured memories (the Synapse model): named facts about a person, their recall text
 and the pipeline stage that puts it in the prompt.
 
-The records and their SQLite store live in :mod:`core.storage.sqlite_memories`; this module
+The records and their rules live in :mod:`core.storage.memory_records`, their stores
+behind :class:`core.storage.api.MemoryStore`; this module
 is what the rest of the engine uses: :class:`StructuredMemories` (store, get, update,
 delete, verify, search, by tag, expiring, recall) and :class:`StructuredRecallStage`.
 
@@ -31,9 +32,8 @@ from core.cleaner import (
     neutralise_user_text,
 )
 from core.pipeline import CallNext, PromptSection, TurnContext
-from core.storage.owner_changes import EVERY_OWNER
-from core.storage.sqlite import SQLiteStorage
-from core.storage.sqlite_memories import (
+from core.storage.api import MemoryStore, Storage
+from core.storage.memory_records import (
     MAX_CONTENT_CHARS,
     MAX_KEY_CHARS,
     MAX_TAG_CHARS,
@@ -44,12 +44,12 @@ from core.storage.sqlite_memories import (
     MemoryVersion,
     Priority,
     Source,
-    SQLiteMemoryStore,
     StoreOutcome,
     StructuredMemory,
     normalise_key,
     normalise_tags,
 )
+from core.storage.records import EVERY_OWNER
 from core.types import ChatKind
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ def render_prompt_recall(memories: Sequence[StructuredMemory], *, shown: int | N
 
 
 class StructuredMemories:
-    """The service over :class:`SQLiteMemoryStore`.
+    """The service over :class:`MemoryStore`.
 
     Only people verify: :meth:`verify` requires ``verified_by`` (the ``platform:id`` of the
     user themself or an admin) and is called from the commands layer, never with anything
@@ -164,7 +164,7 @@ class StructuredMemories:
     unverified memories (source agent, confidence 0.7).
     """
 
-    def __init__(self, store: SQLiteMemoryStore, *, storage: SQLiteStorage | None = None) -> None:
+    def __init__(self, store: MemoryStore, *, storage: Storage | None = None) -> None:
         self.store = store
         # Forget-me protection for background work: a write that began before the person
         # asked to be forgotten must not bring their data back (see ``writing``).
@@ -200,7 +200,7 @@ class StructuredMemories:
         scope: str = "dm",
         at: datetime | None = None,
     ) -> tuple[StructuredMemory, StoreOutcome]:
-        """Upsert by key (see :meth:`SQLiteMemoryStore.upsert`); raises
+        """Upsert by key (see :meth:`MemoryStore.upsert`); raises
         :class:`MemoryValidationError` on a bad key, tag, category or content."""
         return await self.store.upsert(
             owner,

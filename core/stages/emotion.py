@@ -26,7 +26,7 @@ from core.emotion import (
     current_tone,
 )
 from core.pipeline import CallNext, PromptSection, TurnContext
-from core.storage.sqlite import SQLiteStorage
+from core.storage.api import Storage
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class EmotionTracker:
         detector: EmotionDetector,
         states: Mapping[str, EmotionalStateConfig],
         rules: EmotionRules,
-        storage: SQLiteStorage,
+        storage: Storage,
         *,
         batcher: EmbeddingBatcher | None = None,
     ) -> None:
@@ -99,7 +99,7 @@ class EmotionTracker:
         """Apply the readings to the stored state in one transaction (imports and live
         messages of one person may overlap: no update is lost). ``announce``: an import
         (not the process serving the person) tells the other processes, which then read
-        the person's profile again (see SQLiteUserStore.change_profile_with)."""
+        the person's profile again (see UserStore.change_profile)."""
 
         computed: list[EmotionalState] = []
 

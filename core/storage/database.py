@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import errno
 import functools
 import logging
 import os
@@ -12,15 +11,36 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 
-from core.storage import owner_words
+from core.storage.errors import StorageError, StorageFullError, is_storage_full
+from core.storage.schema import Migration
+from core.storage.sqlite_connection import (
+    SQL_FUNCTION,
+    _commit,
+    _group_transaction,
+    _is_busy,
+    _read_connection,
+    _rollback,
+    _write_connection,
+)
 from core.storage.write_lock import ProcessWriteLock
 from core.storage.writer_process import NotLoadable, WriterGone, WriterProcess, encode_batch
+
+__all__ = [
+    "Database",
+    "Migration",
+    "StorageError",
+    "StorageFullError",
+    "_commit",
+    "_group_transaction",
+    "_rollback",
+    "_write_connection",
+    "is_storage_full",
+]
 
 log = logging.getLogger(__name__)
 
@@ -40,30 +60,6 @@ CHECKPOINT_WAIT_MS = 200
 # How long opening the file waits for a lock held by a process that does not take our
 # write lock (our own processes queue on that lock instead, without a time limit).
 BUSY_TIMEOUT_MS = 5000
-
-
-# The SQL function our triggers call, on every connection we open (see owner_words).
-_SQL_FUNCTION = (owner_words.SQL_FUNCTION, 2, owner_words.owner_words)
-
-
-class StorageError(RuntimeError):
-    """The database could not be opened, migrated or written (disk full, corrupt...)."""
-
-
-class StorageFullError(StorageError):
-    """A commit failed because the disk (or the database's size cap) is full. A class of
-    its own, not only a cause: it crosses from the writer process, where the cause does
-    not."""
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """A schema step. Versions are global and unique: 1-9 core, 10-19 memory graph,
-    20-29 emotion, 30-39 structured memories, 40-49 import."""
-
-    version: int
-    name: str
-    sql: str
 
 
 class Database:
@@ -152,7 +148,7 @@ class Database:
                 self._process_lock.open()
             self._conn = await aiosqlite.connect(self.path, isolation_level=None)
             self._conn.row_factory = aiosqlite.Row
-            await self._conn.create_function(*_SQL_FUNCTION, deterministic=True)
+            await self._conn.create_function(*SQL_FUNCTION, deterministic=True)
             # First: a process that does not take our write lock (someone's sqlite3
             # shell) may hold the lock that switching to WAL or migrating needs.
             await self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -173,7 +169,7 @@ class Database:
                 if self.readers:
                     # Never waits for a lock: blocking here would stop the whole loop.
                     self._lookups = _read_connection(self.path, busy_timeout_ms=0)
-                self._writer = _write_connection(self.path)
+                self._writer = _write_connection(self.path, wal_size_limit=WAL_SIZE_LIMIT)
                 self._checkpoints = _ReadWorker(
                     self.path, "akira-db-checkpoint", busy_timeout_ms=CHECKPOINT_WAIT_MS
                 )
@@ -570,44 +566,6 @@ class _ReadWorker:
         self._conn.close()
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    return "locked" in str(exc) or "busy" in str(exc)
-
-
-def _write_connection(path: Path, *, busy_timeout_ms: int = 0) -> sqlite3.Connection:
-    """A write connection that never checkpoints. The event loop's never waits for a
-    lock (``busy_timeout_ms=0``); the writer process's may (another process writing):
-    nobody else waits on its thread."""
-    return _connect(
-        path,
-        "PRAGMA foreign_keys=ON",
-        "PRAGMA synchronous=NORMAL",
-        f"PRAGMA busy_timeout={int(busy_timeout_ms)}",
-        "PRAGMA wal_autocheckpoint=0",
-        f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}",
-    )
-
-
-def _read_connection(path: Path, *, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
-    """A read-only (``query_only``) connection; under WAL it sees every committed write."""
-    return _connect(path, "PRAGMA query_only=ON", f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-
-
-def _connect(path: Path, *pragmas: str) -> sqlite3.Connection:
-    """A raw connection usable from any one thread at a time, rows as aiosqlite's (the
-    same functions run on both), with ``pragmas`` applied; closed again if one fails."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    try:
-        conn.row_factory = sqlite3.Row
-        conn.create_function(*_SQL_FUNCTION, deterministic=True)
-        for pragma in pragmas:
-            conn.execute(pragma)
-    except sqlite3.Error:
-        conn.close()
-        raise
-    return conn
-
-
 def _settler(
     futures: Sequence[asyncio.Future[Any]],
 ) -> Callable[[Sequence[tuple[bool, Any]]], None]:
@@ -629,97 +587,6 @@ def _settle(done: Sequence[tuple[asyncio.Future[Any], bool, Any]]) -> None:
             future.set_result(value)
         else:
             future.set_exception(value)
-
-
-def _group_transaction(
-    raw: sqlite3.Connection,
-    fns: Sequence[Callable[[sqlite3.Connection], Any]],
-    *,
-    begun: bool = False,
-) -> list[tuple[bool, Any]]:
-    """Several callers' writes in one transaction on the database thread. Returns (ok,
-    result or exception) for each.
-
-    First they all run straight through (the usual case: none fails). When one raises,
-    that transaction is rolled back and the batch runs again with a savepoint around each
-    write, so only the failing caller's writes are lost. Savepoints on every write would
-    cost two more statements each, and each statement is a round of the GIL between this
-    thread and the event loop. So a write function may run twice: it must only write
-    through ``raw``, with no effect elsewhere. ``begun``: the caller has begun the
-    transaction."""
-    if not begun:
-        raw.execute("BEGIN IMMEDIATE")
-    try:
-        values = [fn(raw) for fn in fns]
-    except Exception:
-        _rollback(raw)
-        return _savepointed_transaction(raw, fns)
-    except BaseException:
-        _rollback(raw)
-        raise
-    _commit(raw)
-    return [(True, value) for value in values]
-
-
-def _savepointed_transaction(
-    raw: sqlite3.Connection, fns: Sequence[Callable[[sqlite3.Connection], Any]]
-) -> list[tuple[bool, Any]]:
-    """The batch again, each write in a savepoint, rolled back alone when it raises."""
-    out: list[tuple[bool, Any]] = []
-    raw.execute("BEGIN IMMEDIATE")
-    try:
-        for fn in fns:
-            raw.execute("SAVEPOINT akira_write")
-            try:
-                value = fn(raw)
-            except Exception as exc:
-                raw.execute("ROLLBACK TO akira_write")
-                raw.execute("RELEASE akira_write")
-                out.append((False, exc))
-            else:
-                raw.execute("RELEASE akira_write")
-                out.append((True, value))
-    except BaseException:
-        _rollback(raw)
-        raise
-    _commit(raw)
-    return out
-
-
-def _commit(raw: sqlite3.Connection) -> None:
-    try:
-        raw.execute("COMMIT")
-    except sqlite3.Error as exc:
-        _rollback(raw)
-        if exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
-            raise StorageFullError(f"commit failed: {exc}") from exc
-        raise StorageError(f"commit failed: {exc}") from exc
-
-
-def _rollback(raw: sqlite3.Connection) -> None:
-    if not raw.in_transaction:
-        return  # SQLite already rolled back (a commit that failed on a full disk does)
-    try:
-        raw.execute("ROLLBACK")
-    except sqlite3.Error:  # an I/O error on the rollback itself
-        log.exception("rollback failed")
-
-
-def is_storage_full(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it) is the disk or the database being full: the
-    message was not stored, and nothing else is wrong with it."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, StorageFullError):
-            return True
-        if isinstance(current, sqlite3.Error) and current.sqlite_errorcode == sqlite3.SQLITE_FULL:
-            return True  # a statement that failed on a full disk (its error pickles whole)
-        if isinstance(current, OSError) and current.errno == errno.ENOSPC:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def _split_sql(script: str) -> list[str]:

@@ -33,85 +33,42 @@ from __future__ import annotations
 import functools
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import aiosqlite
 
-from core.storage.database import Database, Migration
-
-# Stands for every owner: a change to all of them at once (re-embedding every vector).
-EVERY_OWNER = "*"
-# Stands for no owner: the row a prune at open writes so that readers notice it.
-NOBODY = ""
-# Rows older than this are deleted when another change is written: a reader that has not
-# looked for a whole day (a process that served no message) drops every cache instead.
-KEEP_CHANGES_S = 24 * 3600.0
-# A reader finding more owners than this at once drops every cache: cheaper than that many
-# single drops, and it bounds the rows read on the event loop.
-MAX_OWNERS_PER_CATCH_UP = 512
-
-MIGRATIONS = [
-    Migration(
-        3,
-        "owner changes: other processes drop their caches of changed owners",
-        """
-        CREATE TABLE owner_changes (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            owner TEXT NOT NULL UNIQUE,
-            at REAL NOT NULL
-        );
-        CREATE INDEX owner_changes_at ON owner_changes(at);
-        CREATE TABLE owner_changes_pruned (
-            one INTEGER PRIMARY KEY CHECK (one = 1),
-            seq INTEGER NOT NULL
-        );
-        INSERT INTO owner_changes_pruned(one, seq) VALUES (1, 0);
-        """,
-    )
-]
-
-# Recording a change: prune (watermark first, from the rows about to go), then the row.
-# Plain statements with no values passed between them, so the same list runs on a raw
-# connection (group commits, the writer process) and on aiosqlite's (transactions).
-_PRUNE = (
-    "UPDATE owner_changes_pruned SET seq = (SELECT max(seq) FROM owner_changes WHERE at < ?1)"
-    " WHERE (SELECT max(seq) FROM owner_changes WHERE at < ?1) > seq",
-    "DELETE FROM owner_changes WHERE at < ?1",
+from core.storage.database import Database
+from core.storage.sqlite_rows import (
+    EVERY_OWNER,
+    KEEP_CHANGES_S,
+    MAX_OWNERS_PER_CATCH_UP,
+    NOBODY,
+    PRUNE,
+    RECORD,
+    SINCE,
+    WriteFn,
+    announced,
+    record_change,
 )
-# REPLACE: the owner's earlier row goes and a new one takes the next ``seq``: AUTOINCREMENT
-# hands out numbers above every one ever committed (deleted rows' too), and SQLite commits
-# one writer at a time, so rows become visible in ``seq`` order and "seq > the last seen"
-# never skips one.
-_RECORD = "INSERT OR REPLACE INTO owner_changes(owner, at) VALUES (?, ?)"
-_SINCE = "SELECT seq, owner FROM owner_changes WHERE seq > ? ORDER BY seq LIMIT ?"
+from core.storage.sqlite_schema import CHANGE_MIGRATIONS
 
+# The SQL that records a change, and the write functions that do it inside a group
+# commit, live with the other write functions (core.storage.sqlite_rows), which the
+# writer process loads; the table is migration 3 (core.storage.sqlite_schema).
+MIGRATIONS = CHANGE_MIGRATIONS
 
-def record_change(raw: sqlite3.Connection, owner: str, at: float) -> None:
-    """Record that ``owner``'s data changed, inside the caller's write transaction on a
-    raw connection (a :meth:`Database.run` write function)."""
-    for statement in _PRUNE:
-        raw.execute(statement, (at - KEEP_CHANGES_S,))
-    raw.execute(_RECORD, (owner, at))
-
-
-WriteFn = Callable[[sqlite3.Connection], bool]
-
-
-def announced(write: WriteFn, owner: str, *, announce: bool = True) -> WriteFn:
-    """``write`` (a :meth:`Database.run` write function that says whether it wrote
-    anything) made to record a change of ``owner`` in the same transaction when it did;
-    ``write`` itself when not ``announce``. Picklable when ``write`` is (the writer
-    process)."""
-    if not announce:
-        return write
-    return functools.partial(_write_announced, write=write, owner=owner, at=time.time())
-
-
-def _write_announced(raw: sqlite3.Connection, write: WriteFn, owner: str, at: float) -> bool:
-    if not write(raw):
-        return False
-    record_change(raw, owner, at)
-    return True
+__all__ = [
+    "EVERY_OWNER",
+    "KEEP_CHANGES_S",
+    "MAX_OWNERS_PER_CATCH_UP",
+    "MIGRATIONS",
+    "NOBODY",
+    "OwnerChanges",
+    "WriteFn",
+    "announced",
+    "record_change",
+    "record_change_in",
+]
 
 
 async def record_change_in(
@@ -120,17 +77,17 @@ async def record_change_in(
     """:func:`record_change` inside a :meth:`Database.transaction` (forgetting, bulk
     changes), for one owner or several."""
     at = time.time() if at is None else at
-    for statement in _PRUNE:
+    for statement in PRUNE:
         await conn.execute(statement, (at - KEEP_CHANGES_S,))
     for owner in [owners] if isinstance(owners, str) else dict.fromkeys(owners):
-        await conn.execute(_RECORD, (owner, at))
+        await conn.execute(RECORD, (owner, at))
 
 
 def _changes_since(raw: sqlite3.Connection, seen: int) -> tuple[int, list[str]] | None:
     """(newest seq, owners changed after ``seen``); ``[EVERY_OWNER]`` when the rows since
     cannot all be told (pruned, or too many); None when nothing changed (the usual case:
     one primary-key probe). May run twice (see ``Database._call``): reads only."""
-    rows = raw.execute(_SINCE, (seen, MAX_OWNERS_PER_CATCH_UP + 1)).fetchall()
+    rows = raw.execute(SINCE, (seen, MAX_OWNERS_PER_CATCH_UP + 1)).fetchall()
     if not rows:
         return None
     newest = int(rows[-1][0])

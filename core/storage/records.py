@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+# Stands for every owner in the changes other processes are told of: a change to all of
+# them at once (re-embedding every vector).
+EVERY_OWNER = "*"
 
 
 class NodeType(StrEnum):
@@ -70,3 +75,72 @@ def to_ts(value: datetime) -> float:
 
 def from_ts(value: float) -> datetime:
     return datetime.fromtimestamp(value, tz=UTC)
+
+
+# A row that gives its columns by name: sqlite3.Row, aiosqlite.Row, asyncpg.Record, dict.
+Row = Any
+
+# Rows as every backend stores them: times as UTC epoch seconds (sortable, exact across
+# backends), tags and profiles as JSON text.
+
+
+def node_from_row(row: Row) -> MemoryNode:
+    """A node from a database row (or the same columns by name)."""
+    return MemoryNode(
+        id=row["id"],
+        owner=row["owner"],
+        type=NodeType(row["type"]),
+        content=row["content"],
+        timestamp=from_ts(row["ts"]),
+        chat_id=row["chat_id"],
+        chat_kind=row["chat_kind"],
+        scope=row["scope"],
+        platform_message_id=row["platform_message_id"],
+        reply_to=row["reply_to"],
+        tags=json.loads(row["tags"]),
+        emotion=row["emotion"],
+        emotion_score=row["emotion_score"],
+        source_id=row["source_id"],
+    )
+
+
+def node_to_dict(node: MemoryNode) -> dict[str, Any]:
+    return {
+        "id": node.id,
+        "type": node.type.value,
+        "content": node.content,
+        "timestamp": node.timestamp.isoformat(),
+        "chat_id": node.chat_id,
+        "chat_kind": node.chat_kind,
+        "scope": node.scope,
+        "platform_message_id": node.platform_message_id,
+        "reply_to": node.reply_to,
+        "tags": node.tags,
+        "emotion": node.emotion,
+        "emotion_score": node.emotion_score,
+    }
+
+
+def user_from_row(row: Row) -> UserRecord:
+    return UserRecord(
+        key=row["key"],
+        platform=row["platform"],
+        external_id=row["external_id"],
+        display_name=row["display_name"],
+        language=row["language"],
+        created_at=from_ts(row["created_at"]),
+        last_seen_at=from_ts(row["last_seen_at"]),
+        profile=json.loads(row["profile"]),
+    )
+
+
+def user_to_dict(user: UserRecord) -> dict[str, Any]:
+    """A person's profile as their export shows it."""
+    return {
+        "user": user.key,
+        "display_name": user.display_name,
+        "language": user.language,
+        "created_at": user.created_at.isoformat() if user.created_at else None,
+        "last_seen_at": user.last_seen_at.isoformat() if user.last_seen_at else None,
+        "profile": user.profile,
+    }

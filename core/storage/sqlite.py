@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from core.storage.base import OwnedData
-from core.storage.database import Database, Migration
+from core.storage.api import OwnedData
+from core.storage.database import Database
 from core.storage.owner_changes import EVERY_OWNER, OwnerChanges
-from core.storage.owner_changes import MIGRATIONS as CHANGE_MIGRATIONS
-from core.storage.sqlite_graph import MIGRATIONS as GRAPH_MIGRATIONS
+from core.storage.schema import Migration
 from core.storage.sqlite_graph import SQLiteGraphStore
-from core.storage.sqlite_memories import MIGRATIONS as MEMORY_MIGRATIONS
 from core.storage.sqlite_memories import SQLiteMemoryStore
-from core.storage.sqlite_nodes import MIGRATIONS as NODE_MIGRATIONS
-from core.storage.sqlite_nodes import SQLiteNodeStore, SQLiteUserStore
+from core.storage.sqlite_nodes import SQLiteNodeStore
+from core.storage.sqlite_schema import (
+    CHANGE_MIGRATIONS,
+    GRAPH_MIGRATIONS,
+    MEMORY_MIGRATIONS,
+    NODE_MIGRATIONS,
+)
+from core.storage.sqlite_users import SQLiteUserStore
 
 
 class SQLiteStorage:
@@ -45,9 +50,17 @@ class SQLiteStorage:
         # caches: what is kept outside storage (background work's tokens).
         self._change_listeners: list[Callable[[str], None]] = []
 
+    backend = "sqlite"
+
     @property
     def path(self) -> Path:
         return self.db.path
+
+    @contextlib.asynccontextmanager
+    async def serving(self, owner: str) -> AsyncIterator[None]:
+        """Nothing to hold: one process serves a person (the engine keeps their
+        messages in order; engine workers shard people by owner, core.workers)."""
+        yield
 
     def register(
         self, part: OwnedData | None, migrations: list[Migration] | tuple[()] = ()

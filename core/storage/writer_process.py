@@ -11,7 +11,7 @@ committed.
 
 Protocol, over a socket pair: every message is an 8-byte length and a pickle. The child
 first sends ``READY``; then, for each batch of write functions it gets, it runs them with
-:func:`core.storage.database._group_transaction` and sends back the list of (ok, result or
+:func:`core.storage.sqlite_connection._group_transaction` and sends back the list of (ok, result or
 exception). It exits when the socket closes (the parent closed the database, or died),
 and ignores SIGINT and SIGTERM: a Ctrl-C or a service manager's stop reaches the whole
 process group, and the parent's graceful shutdown still needs it to commit what is queued.
@@ -223,7 +223,7 @@ def _send(sock: socket.socket, value: Any) -> None:
 def _portable(results: WriteResults) -> WriteResults:
     """Results the parent can unpickle: a value or exception that cannot cross is
     replaced by an error that says what it was."""
-    from core.storage.database import StorageError
+    from core.storage.errors import StorageError
 
     out: WriteResults = []
     for ok, value in results:
@@ -235,7 +235,7 @@ def _portable(results: WriteResults) -> WriteResults:
 
 
 def _portable_error(exc: BaseException) -> Exception:
-    from core.storage.database import StorageError
+    from core.storage.errors import StorageError
 
     return StorageError(f"write failed: {exc!r}")
 
@@ -244,8 +244,8 @@ def serve(fd: int, path: str) -> None:
     """The child's loop: batches in, results out, until the socket closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from core.storage import sqlite_graph  # noqa: F401 - the write functions' modules, loaded once
-    from core.storage.database import _group_transaction, _write_connection
+    from core.storage import sqlite_rows  # noqa: F401 - the write functions' module, loaded once
+    from core.storage.sqlite_connection import _group_transaction, _write_connection
 
     sock = socket.socket(fileno=fd)
     conn = _write_connection(Path(path), busy_timeout_ms=5000)

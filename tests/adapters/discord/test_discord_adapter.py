@@ -467,6 +467,38 @@ async def test_sharded_mode_connects_every_shard(fake: FakeDiscord) -> None:
     assert [m.chat.scope for m in handler.messages] == [None, str(on_shard_1.id)]
 
 
+async def test_shards_split_between_two_adapters(fake: FakeDiscord) -> None:
+    """AKIRA_DISCORD__SHARD_IDS / SHARD_COUNT: two processes (here two adapters) each run
+    their own shards of the bot; a server's messages reach the one running its shard."""
+    fake.shard_count = 2
+    alice = fake.add_user("alice")
+    on_shard_0 = fake.add_guild("G0", shard=0)
+    on_shard_1 = fake.add_guild("G1", shard=1)
+    for guild in (on_shard_0, on_shard_1):
+        guild.add_member(alice)
+    async with (
+        running(fake, shard_ids=[0], shard_count=2) as (first, first_handler),
+        running(fake, shard_ids=[1], shard_count=2) as (second, second_handler),
+    ):
+        assert isinstance(first.client, discord.AutoShardedClient)
+        assert isinstance(second.client, discord.AutoShardedClient)
+        assert sorted(tuple(i["shard"]) for i in fake.identifies) == [(0, 2), (1, 2)]
+        await fake.user_message(alice, "on zero", guild=on_shard_0, mention_bot=True)
+        await fake.wait_for(lambda: fake.bot_messages_in(on_shard_0.first_channel_id))
+        await fake.user_message(alice, "on one", guild=on_shard_1, mention_bot=True)
+        await fake.wait_for(lambda: fake.bot_messages_in(on_shard_1.first_channel_id))
+    assert [m.chat.scope for m in first_handler.messages] == [str(on_shard_0.id)]
+    assert [m.chat.scope for m in second_handler.messages] == [str(on_shard_1.id)]
+
+
+def test_shard_ids_need_a_count_that_holds_them() -> None:
+    with pytest.raises(ValueError, match="SHARD_COUNT"):
+        DiscordConfig(shard_ids=[0])
+    with pytest.raises(ValueError, match="from 0 to 1"):
+        DiscordConfig(shard_ids=[2], shard_count=2)
+    assert DiscordConfig(shard_ids=[1], shard_count=2).uses_shards
+
+
 async def test_bad_token_fails_start_with_a_clear_error(fake: FakeDiscord) -> None:
     adapter = DiscordAdapter(EchoHandler(), config_for(fake, token="wrong"))
     with pytest.raises(DiscordStartError, match="token"):

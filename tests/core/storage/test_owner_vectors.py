@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.storage import sqlite_graph
+from core.storage import vector_cache
 from core.storage.sqlite_graph import _OwnerVectors
 
 DIM = 384
@@ -31,9 +31,9 @@ def filled(vectors: np.ndarray, scopes: tuple[str, ...] = ("dm",)) -> _OwnerVect
 @pytest.fixture
 def approximate(monkeypatch: pytest.MonkeyPatch) -> None:
     """Binary codes from 500 rows on, rescoring at least 100 candidates."""
-    monkeypatch.setattr(sqlite_graph, "EXACT_SEARCH_MAX_ROWS", 500)
-    monkeypatch.setattr(sqlite_graph, "RESCORE_MIN", 100)
-    monkeypatch.setattr(sqlite_graph, "RESCORE_SHARE", 0.05)
+    monkeypatch.setattr(vector_cache, "EXACT_SEARCH_MAX_ROWS", 500)
+    monkeypatch.setattr(vector_cache, "RESCORE_MIN", 100)
+    monkeypatch.setattr(vector_cache, "RESCORE_SHARE", 0.05)
 
 
 def exact_top(vectors: np.ndarray, query: np.ndarray, k: int) -> list[str]:

@@ -1,0 +1,434 @@
+"""The storage protocols: what the engine, the memory layer, the stages and the commands
+may ask of storage, whatever the backend (SQLite file, PostgreSQL server).
+
+Every method that reads or writes a person's data takes the owner key and filters by it
+inside the implementation, so no caller can forget to. The records these methods take
+and give live beside them, in backend-free modules: :mod:`core.storage.records` (users,
+nodes, connections), :mod:`core.storage.graph_records` (edges, places) and
+:mod:`core.storage.memory_records` (structured memories and their rules).
+
+Backends: :class:`core.storage.sqlite.SQLiteStorage` (the embedded default) and
+:class:`core.storage.postgres.PostgresStorage`; both pass the same contract suite
+(tests/core/storage/contract).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from core.storage.graph_records import Edge, NodePlace
+from core.storage.memory_records import (
+    Category,
+    MemoryCounts,
+    MemoryVersion,
+    Priority,
+    Source,
+    StoreOutcome,
+    StructuredMemory,
+)
+from core.storage.records import Connection, MemoryNode, UserRecord
+from core.storage.schema import Migration
+
+T = TypeVar("T")
+
+
+class OwnedData(ABC):
+    """A part of storage that holds data about people: it can export and erase it.
+    The storage facade asks every registered part on export and on forget-me."""
+
+    section: str  # name of this part in an export ("messages", "memories", ...)
+
+    @abstractmethod
+    async def export_owner(self, owner: str) -> Any: ...
+
+    @abstractmethod
+    async def delete_owner(self, owner: str) -> int: ...
+
+    def drop_cached(self, owner: str | None) -> None:
+        """Forget what this process keeps in memory about ``owner`` (None: about
+        everyone): another process changed it (see :meth:`Storage.catch_up`). A load
+        of it still running must not be kept either. Nothing is kept by default."""
+
+
+class UserStore(OwnedData):
+    section = "profile"
+
+    @abstractmethod
+    async def ensure(
+        self, key: str, *, display_name: str | None = None, seen_at: datetime | None = None
+    ) -> UserRecord: ...
+
+    @abstractmethod
+    async def get(self, key: str) -> UserRecord | None: ...
+
+    @abstractmethod
+    async def update_profile(self, key: str, **fields: Any) -> None:
+        """Merge ``fields`` into the JSON profile (emotional state, preferences...)."""
+
+    @abstractmethod
+    async def change_profile(
+        self,
+        key: str,
+        field: str,
+        change: Callable[[Any], T],
+        *,
+        announce: bool = False,
+        wait: bool = True,
+    ) -> T:
+        """Replace one profile field with ``change(current value or None)``, atomically
+        (no concurrent update of the field is lost); returns the new value. ``change``
+        must be quick, must not await, and may run more than once. ``wait=False``:
+        returns before the commit, which follows in the background. ``announce``: tell
+        the other processes sharing the database (a write not made by the process
+        serving the person)."""
+
+    @abstractmethod
+    async def set_language(self, key: str, language: str, *, wait: bool = True) -> None:
+        """Store the person's language; ``wait=False``: commit in the background."""
+
+    @abstractmethod
+    async def count(self) -> int: ...
+
+    async def settle(self) -> None:
+        """Wait for the writes made with ``wait=False`` to be committed (or to fail)."""
+
+
+class NodeStore(OwnedData):
+    section = "messages"
+
+    @abstractmethod
+    async def add(self, node: MemoryNode, *, announce: bool = False) -> bool:
+        """Store a node; False when its ``source_id`` was already stored for the owner.
+        ``announce``: tell the other processes sharing the database (imports)."""
+
+    @abstractmethod
+    async def get(self, owner: str, node_id: str) -> MemoryNode | None: ...
+
+    @abstractmethod
+    async def get_many(self, owner: str, node_ids: Sequence[str]) -> list[MemoryNode]: ...
+
+    @abstractmethod
+    async def recent(
+        self,
+        owner: str,
+        *,
+        limit: int = 10,
+        scopes: Sequence[str] | None = None,
+        chat_id: str | None = None,
+        before: datetime | None = None,
+    ) -> list[MemoryNode]:
+        """The owner's latest nodes, oldest first; ``scopes`` limits privacy scopes."""
+
+    @abstractmethod
+    async def count(self, owner: str | None = None) -> int:
+        """Nodes of one owner; with ``owner=None`` the total (admin statistics only)."""
+
+    @abstractmethod
+    async def known_sources(self, owner: str, source_ids: Sequence[str]) -> set[str]:
+        """Which of ``source_ids`` the owner already has (imports skip them early)."""
+
+    @abstractmethod
+    async def set_emotion(
+        self, owner: str, node_id: str, label: str, score: float, *, wait: bool = True
+    ) -> None:
+        """Store the emotion read in a node; ``wait=False``: commit in the background."""
+
+    @abstractmethod
+    async def by_platform_message(
+        self, owner: str, platform_message_id: str
+    ) -> MemoryNode | None: ...
+
+    async def settle(self) -> None:
+        """Wait for the writes made with ``wait=False`` to be committed (or to fail)."""
+
+
+class GraphStore(OwnedData):
+    """What the memory graph needs from storage: vectors, typed edges, tag postings and
+    full-text search over nodes. Every method filters by ``owner``."""
+
+    section = "connections"
+
+    @abstractmethod
+    async def check_model(self, model: str, dim: int) -> None:
+        """Raise EmbeddingModelMismatch when stored vectors come from another model."""
+
+    @abstractmethod
+    async def add_node(
+        self,
+        node: MemoryNode,
+        *,
+        vector: np.ndarray | None,
+        model: str,
+        connections: Sequence[Connection] = (),
+        announce: bool = False,
+    ) -> bool:
+        """Node, vector, tag postings and outgoing connections in one transaction;
+        False (and nothing written) when the node is a duplicate. Edges go only to the
+        same owner's nodes. ``announce``: tell the other processes (imports)."""
+
+    @abstractmethod
+    async def latest_node(
+        self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
+    ) -> tuple[str, datetime] | None:
+        """The owner's most recent node (of ``node_type``, if given) at or before ``at``."""
+
+    @abstractmethod
+    async def previous_in_chat(
+        self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
+    ) -> list[MemoryNode]:
+        """The owner's latest nodes of one chat in ``[since, at]``, oldest first."""
+
+    @abstractmethod
+    async def tag_candidates(
+        self, owner: str, tags: Sequence[str], *, per_tag: int = 50
+    ) -> dict[str, tuple[int, int]]:
+        """Recent nodes sharing tags: node id -> (tags in common, its tag count)."""
+
+    @abstractmethod
+    async def vector_search(
+        self,
+        owner: str,
+        vector: np.ndarray,
+        *,
+        k: int,
+        scopes: Sequence[str] | None = None,
+        exclude: Iterable[str] = (),
+        at: datetime | None = None,
+        newest: int | None = None,
+    ) -> list[tuple[str, float]]:
+        """Top-k (node id, cosine) of the owner's nodes; with ``newest``, among the
+        owner's ``newest`` most recently stored nodes only (a cost bound)."""
+
+    @abstractmethod
+    async def text_search(
+        self,
+        owner: str,
+        query: str,
+        *,
+        k: int,
+        scopes: Sequence[str] | None = None,
+        exclude: Iterable[str] = (),
+        at: datetime | None = None,
+        stop_words: Iterable[str] = (),
+    ) -> list[tuple[str, float]]:
+        """Top-k (node id, relevance > 0) by full-text search, best first: accents and
+        case folded, the owner's nodes only."""
+
+    @abstractmethod
+    async def edges(self, owner: str, node_ids: Sequence[str]) -> list[Edge]:
+        """Every connection touching one of ``node_ids`` (either direction)."""
+
+    @abstractmethod
+    async def neighbours(
+        self, owner: str, node_ids: Sequence[str]
+    ) -> tuple[list[Edge], dict[str, NodePlace]]:
+        """:meth:`edges` plus where and when every node at their far ends was said, so a
+        walk can respect scopes and time without loading whole nodes."""
+
+    @abstractmethod
+    async def get_nodes(self, owner: str, node_ids: Sequence[str]) -> dict[str, MemoryNode]:
+        """The owner's nodes among ``node_ids`` (others are left out)."""
+
+    @abstractmethod
+    async def connections_of(self, owner: str, node_id: str) -> list[Connection]:
+        """Outgoing connections of one node, strongest first."""
+
+    @abstractmethod
+    async def vectors(self, owner: str, node_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    @abstractmethod
+    async def node_count_with_vectors(self, owner: str) -> int: ...
+
+    @abstractmethod
+    async def replace_vectors(
+        self, model: str, rows: Sequence[tuple[str, str, np.ndarray]], *, first: bool
+    ) -> None:
+        """Re-embedding: with ``first`` every vector of another model is dropped, then
+        ``rows`` (node id, owner, vector) are written."""
+
+    @abstractmethod
+    async def nodes_without_vector(self, model: str, limit: int) -> list[tuple[str, str, str]]:
+        """(id, owner, content) of nodes with no vector of ``model`` (re-embedding)."""
+
+
+class MemoryStore(OwnedData):
+    """Structured memories of every owner; every query filters by owner. The rules of
+    who may change what are :mod:`core.storage.memory_records`' (every backend applies
+    them the same way)."""
+
+    section = "memories"
+
+    @abstractmethod
+    async def upsert(
+        self,
+        owner: str,
+        category: Category | str,
+        key: str,
+        content: str,
+        *,
+        tags: Iterable[str] = (),
+        priority: Priority | str = Priority.NORMAL,
+        source: Source | str = Source.USER,
+        confidence: float | None = None,
+        expires_at: datetime | None = None,
+        scope: str = "dm",
+        at: datetime | None = None,
+    ) -> tuple[StructuredMemory, StoreOutcome]:
+        """Create ``key`` in ``category`` or update it, the earlier version kept in the
+        history (see ``decide_upsert``)."""
+
+    @abstractmethod
+    async def update(
+        self,
+        owner: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        tags: Iterable[str] | None = None,
+        priority: Priority | str | None = None,
+        expires_at: datetime | None = None,
+        clear_expiry: bool = False,
+        source: Source | str = Source.USER,
+        at: datetime | None = None,
+    ) -> StructuredMemory | None: ...
+
+    @abstractmethod
+    async def verify(
+        self, owner: str, memory_id: str, *, verified_by: str, at: datetime | None = None
+    ) -> StructuredMemory | None: ...
+
+    @abstractmethod
+    async def delete(self, owner: str, memory_id: str) -> bool:
+        """Remove one memory and its history; announced to the other processes."""
+
+    @abstractmethod
+    async def get(self, owner: str, memory_id: str) -> StructuredMemory | None: ...
+
+    @abstractmethod
+    async def by_key(
+        self, owner: str, key: str, category: Category | str | None = None
+    ) -> list[StructuredMemory]: ...
+
+    @abstractmethod
+    async def history(self, owner: str, memory_id: str) -> list[MemoryVersion]:
+        """Earlier versions, oldest first."""
+
+    @abstractmethod
+    async def entries(
+        self,
+        owner: str,
+        *,
+        at: datetime | None = None,
+        scopes: Sequence[str] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[StructuredMemory]:
+        """By priority (critical first), then most recently updated; with ``at`` expired
+        ones are left out; ``scopes`` limits the privacy scopes (None = all)."""
+
+    @abstractmethod
+    async def by_tag(
+        self, owner: str, tag: str, *, at: datetime | None = None, limit: int = 100
+    ) -> list[StructuredMemory]: ...
+
+    @abstractmethod
+    async def expiring(
+        self, owner: str, *, within_days: float, at: datetime
+    ) -> list[StructuredMemory]: ...
+
+    @abstractmethod
+    async def search(
+        self,
+        owner: str,
+        query: str,
+        *,
+        tags: Sequence[str] = (),
+        at: datetime | None = None,
+        scopes: Sequence[str] | None = None,
+        limit: int = 20,
+    ) -> list[StructuredMemory]:
+        """Full-text search (accents folded) over key, content and tags, best first;
+        ``tags`` requires every tag given. An empty query with tags lists by tag."""
+
+    @abstractmethod
+    async def counts(
+        self, owner: str | None = None, *, at: datetime | None = None
+    ) -> MemoryCounts: ...
+
+    @abstractmethod
+    async def owner_of(self, memory_id: str) -> str | None:
+        """Whose memory this id is (admin tools only)."""
+
+
+class Storage(Protocol):
+    """The storage facade: one database, every part of a person's data, and what spans
+    the parts (export, forget) and the processes sharing the database (catch_up,
+    serving)."""
+
+    @property
+    def users(self) -> UserStore: ...
+
+    @property
+    def nodes(self) -> NodeStore: ...
+
+    @property
+    def graph(self) -> GraphStore: ...
+
+    @property
+    def memories(self) -> MemoryStore: ...
+
+    @property
+    def backend(self) -> str:
+        """``"sqlite"`` or ``"postgres"``."""
+        ...
+
+    def register(
+        self, part: OwnedData | None, migrations: list[Migration] | tuple[()] = ()
+    ) -> None:
+        """Add a part (exported and erased with the rest) with its schema, before open."""
+        ...
+
+    async def open(self) -> None:
+        """Connect and apply the migrations not applied yet."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Storage: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def export_owner(self, owner: str) -> dict[str, Any]:
+        """Everything stored about ``owner``, as JSON-ready data."""
+        ...
+
+    async def forget_owner(self, owner: str) -> dict[str, int]:
+        """Erase everything about ``owner``; how many rows each part removed. Every
+        other process sharing the database drops what it keeps of ``owner``."""
+        ...
+
+    async def catch_up(self) -> list[str]:
+        """Drop what this process keeps about the people another process changed since
+        the last call; returns them (``[EVERY_OWNER]``: everyone). Called before each
+        message is served."""
+        ...
+
+    def on_changed_elsewhere(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(owner)`` for each owner a later :meth:`catch_up` finds changed
+        by another process."""
+        ...
+
+    def drop_cached(self, owner: str | None) -> None: ...
+
+    def serving(self, owner: str) -> AbstractAsyncContextManager[None]:
+        """Held while one message of ``owner`` is handled: with several processes on one
+        database, no other process handles a message of ``owner`` meanwhile, and the
+        waiting ones go in the order they asked. Within one process the engine already
+        keeps each person's messages in order."""
+        ...

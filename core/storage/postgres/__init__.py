@@ -1,0 +1,112 @@
+"""PostgreSQL storage (asyncpg): several bot processes, on one host or many, share one
+database. ``AKIRA_STORAGE__BACKEND=postgres`` with ``AKIRA_STORAGE__POSTGRES_DSN``.
+
+Same protocols (core.storage.api), same owner isolation, same export and forget-me as
+SQLite; what the processes share is PostgreSQL's own: row locks and transactions for
+concurrent writes, advisory locks for one person's messages in order
+(core.storage.postgres.locks), LISTEN/NOTIFY for changes made by another process
+(core.storage.postgres.changes)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from core.storage.api import OwnedData
+from core.storage.postgres.changes import OwnerChanges
+from core.storage.postgres.database import PgDatabase
+from core.storage.postgres.graph import PgGraphStore
+from core.storage.postgres.locks import PersonLocks
+from core.storage.postgres.memories import PgMemoryStore
+from core.storage.postgres.nodes import PgNodeStore
+from core.storage.postgres.schema import MIGRATIONS
+from core.storage.postgres.users import PgUserStore
+from core.storage.records import EVERY_OWNER
+from core.storage.schema import Migration
+
+
+class PostgresStorage:
+    """The facade over one PostgreSQL database (see :class:`core.storage.api.Storage`)."""
+
+    backend = "postgres"
+
+    def __init__(self, dsn: str, *, pool_size: int = 16) -> None:
+        self.db = PgDatabase(dsn, max_size=pool_size)
+        self.users = PgUserStore(self.db)
+        self.nodes = PgNodeStore(self.db)
+        self.graph = PgGraphStore(self.db)
+        self.memories = PgMemoryStore(self.db)
+        # Erased in this order, users last (as SQLite: the graph before the nodes).
+        self._parts: list[OwnedData] = [self.graph, self.nodes, self.memories]
+        self._migrations: list[Migration] = list(MIGRATIONS)
+        self.changes = OwnerChanges(self.db)
+        self.locks = PersonLocks(self.db)
+        self._change_listeners: list[Callable[[str], None]] = []
+
+    def __repr__(self) -> str:  # never the DSN
+        return "PostgresStorage()"
+
+    def register(
+        self, part: OwnedData | None, migrations: list[Migration] | tuple[()] = ()
+    ) -> None:
+        if part is not None:
+            self._parts.append(part)
+        self._migrations.extend(migrations)
+
+    async def open(self) -> None:
+        await self.db.open(self._migrations)
+        try:
+            await self.changes.start()
+        except BaseException:
+            await self.db.close()
+            raise
+
+    async def close(self) -> None:
+        await self.locks.close()
+        await self.changes.close()
+        await self.db.close()
+
+    async def __aenter__(self) -> PostgresStorage:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @contextlib.asynccontextmanager
+    async def serving(self, owner: str) -> AsyncIterator[None]:
+        async with self.locks.serving(owner):
+            yield
+
+    async def export_owner(self, owner: str) -> dict[str, Any]:
+        export: dict[str, Any] = {"user": owner, "profile": await self.users.export_owner(owner)}
+        for part in self._parts:
+            export[part.section] = await part.export_owner(owner)
+        return export
+
+    async def forget_owner(self, owner: str) -> dict[str, int]:
+        removed: dict[str, int] = {}
+        for part in self._parts:
+            removed[part.section] = await part.delete_owner(owner)
+        removed["profile"] = await self.users.delete_owner(owner)
+        return removed
+
+    async def catch_up(self) -> list[str]:
+        owners = await self.changes.changed_owners()
+        for owner in owners:
+            self.drop_cached(None if owner == EVERY_OWNER else owner)
+            for listener in self._change_listeners:
+                listener(owner)
+        return owners
+
+    def on_changed_elsewhere(self, listener: Callable[[str], None]) -> None:
+        self._change_listeners.append(listener)
+
+    def drop_cached(self, owner: str | None) -> None:
+        self.users.drop_cached(owner)
+        for part in self._parts:
+            part.drop_cached(owner)
+
+
+__all__ = ["PostgresStorage"]

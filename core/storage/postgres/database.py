@@ -1,0 +1,176 @@
+"""One PostgreSQL database through asyncpg: a connection pool, versioned migrations run
+at open (under an advisory lock, so processes starting together apply each once), and
+every driver error that means "the server is away" turned into
+:class:`~core.storage.errors.StorageUnavailableError` (a full disk into
+:class:`~core.storage.errors.StorageFullError`), which the engine answers politely.
+
+The connection string may carry a password: it is never put in a message or a log line
+here; errors say what happened, not where."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any
+
+import asyncpg
+
+from core.storage.errors import StorageError, StorageFullError, StorageUnavailableError
+from core.storage.schema import Migration
+
+log = logging.getLogger(__name__)
+
+# Advisory-lock namespace (the first of the two-int keys): "AK".
+LOCK_NAMESPACE = 0x414B
+MIGRATION_LOCK = 0  # the key, in that namespace, held while migrating
+CONNECT_TIMEOUT_S = 5.0  # a server that is down is told quickly, not after a minute
+COMMAND_TIMEOUT_S = 30.0
+
+# What a driver raises when the server is gone, restarting or unreachable.
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    OSError,  # refused, reset, unreachable (ConnectionError is one)
+    TimeoutError,
+    asyncpg.PostgresConnectionError,  # class 08
+    asyncpg.CannotConnectNowError,  # 57P03: starting up or shutting down
+    asyncpg.AdminShutdownError,  # 57P01
+    asyncpg.CrashShutdownError,  # 57P02
+    asyncpg.TooManyConnectionsError,  # 53300
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.InterfaceError,  # "connection is closed", a pool that is closing
+)
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Driver errors as storage errors: full, unavailable; others pass as they are."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except asyncpg.DiskFullError as exc:
+        raise StorageFullError(f"PostgreSQL is out of disk space ({exc.sqlstate})") from exc
+    except _UNAVAILABLE as exc:
+        raise StorageUnavailableError(
+            f"the PostgreSQL server cannot be reached ({type(exc).__name__})"
+        ) from exc
+
+
+class PgDatabase:
+    """The pool, opened by :meth:`open`. ``dsn`` is kept only to connect."""
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 16) -> None:
+        self._dsn = dsn
+        self.min_size = min_size
+        self.max_size = max_size
+        self._pool: asyncpg.Pool | None = None
+
+    def __repr__(self) -> str:  # never the DSN
+        return f"PgDatabase(open={self._pool is not None})"
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise StorageError("database is not open")
+        return self._pool
+
+    async def connect(self) -> asyncpg.Connection:
+        """A connection of its own (listening, locks), outside the pool."""
+        with translated():
+            return await asyncpg.connect(
+                self._dsn, timeout=CONNECT_TIMEOUT_S, command_timeout=COMMAND_TIMEOUT_S
+            )
+
+    async def open(self, migrations: Iterable[Migration]) -> None:
+        try:
+            conn = await self.connect()
+        except StorageUnavailableError:
+            raise
+        except (asyncpg.PostgresError, ValueError) as exc:  # a bad DSN, a missing database
+            raise StorageError(
+                f"cannot open the PostgreSQL database: {type(exc).__name__}: {_safe(exc)}"
+            ) from None
+        try:
+            with translated():
+                await self._migrate(conn, sorted(migrations, key=lambda m: m.version))
+        finally:
+            await conn.close()
+        with translated():
+            self._pool = await asyncpg.create_pool(
+                self._dsn,
+                min_size=self.min_size,
+                max_size=self.max_size,
+                timeout=CONNECT_TIMEOUT_S,
+                command_timeout=COMMAND_TIMEOUT_S,
+            )
+
+    async def _migrate(self, conn: asyncpg.Connection, migrations: Sequence[Migration]) -> None:
+        versions = [m.version for m in migrations]
+        if len(set(versions)) != len(versions):
+            raise StorageError(f"duplicate migration versions: {versions}")
+        async with conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock($1, $2)", LOCK_NAMESPACE, MIGRATION_LOCK
+            )
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            applied = {r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+            for migration in migrations:
+                if migration.version in applied:
+                    continue
+                log.info("applying migration %s %s", migration.version, migration.name)
+                await conn.execute(migration.sql)
+                await conn.execute(
+                    "INSERT INTO schema_migrations(version, name) VALUES ($1, $2)",
+                    migration.version,
+                    migration.name,
+                )
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            try:
+                await pool.close()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                pool.terminate()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection in a transaction: committed when the block ends, rolled back
+        when it raises (a server that went away meanwhile: nothing was committed)."""
+        with translated():
+            async with self.pool.acquire() as conn, conn.transaction():
+                yield conn
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        with translated():
+            return await self.pool.fetch(sql, *args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        with translated():
+            return await self.pool.fetchrow(sql, *args)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        with translated():
+            return await self.pool.fetchval(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        with translated():
+            return await self.pool.execute(sql, *args)
+
+
+def _safe(exc: BaseException) -> str:
+    """A driver's message without anything that looks like a connection string."""
+    text = str(exc)
+    return "" if "://" in text or "password" in text.lower() else text
+
+
+def affected(status: str) -> int:
+    """Rows a command touched, from its status line ("DELETE 3")."""
+    try:
+        return int(status.rsplit(" ", 1)[-1])
+    except ValueError:
+        return 0

@@ -1,0 +1,472 @@
+"""The memory graph in PostgreSQL: vectors, typed edges, tag postings, full-text search.
+
+Every query filters by owner. Vector search runs in numpy over each owner's matrix kept
+by this process (core.storage.vector_cache, as with SQLite), brought up to date before
+each search by one indexed query for the owner's nodes stored since (``seq`` above the
+last one seen): another process may have served the person meanwhile. Changes that are
+not new nodes (forgetting, re-embedding) come as owner changes (``NOTIFY``) and drop the
+owner's matrix. Full-text search is PostgreSQL's own (``tsvector``, Portuguese and
+English stems, accents removed; see core.storage.postgres.schema)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import numpy as np
+
+from core.storage.api import GraphStore
+from core.storage.graph_records import (
+    Edge,
+    EmbeddingModelMismatch,
+    NodePlace,
+    storable_connections,
+)
+from core.storage.owner_words import MAX_QUERY_WORDS, words
+from core.storage.postgres.changes import notify
+from core.storage.postgres.database import PgDatabase, affected
+from core.storage.postgres.nodes import NODE_COLUMNS, insert_node
+from core.storage.records import (
+    EVERY_OWNER,
+    Connection,
+    MemoryNode,
+    from_ts,
+    node_from_row,
+    to_ts,
+)
+from core.storage.vector_cache import OwnerVectors, as_vector, blob
+
+_EDGE_COLUMNS = "from_id, to_id, relation_type, strength, explanation"
+
+
+def _tsquery(query: str, stop_words: Iterable[str]) -> str | None:
+    """``a | b | c`` from the query's folded words (letters and digits only: nothing of
+    the text is read as query syntax), stop words out unless nothing else is left."""
+    found = [word for word in words(query) if len(word) > 1]
+    stop = set(stop_words)
+    kept = [word for word in found if word not in stop] or found
+    return " | ".join(kept[:MAX_QUERY_WORDS]) or None
+
+
+class _Cached:
+    """An owner's matrix and the newest ``seq`` it holds."""
+
+    __slots__ = ("seq", "vectors")
+
+    def __init__(self, vectors: OwnerVectors | None, seq: int) -> None:
+        self.vectors = vectors
+        self.seq = seq
+
+    @property
+    def rows(self) -> int:
+        return self.vectors.n if self.vectors is not None else 0
+
+
+class PgGraphStore(GraphStore):
+    def __init__(self, db: PgDatabase, *, max_cached_rows: int = 400_000) -> None:
+        self.db = db
+        self.max_cached_rows = max_cached_rows
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cached_rows = 0
+        self._model: tuple[str, int] | None = None
+
+    # -- model -------------------------------------------------------------------------
+
+    async def check_model(self, model: str, dim: int) -> None:
+        if self._model == (model, dim):
+            return
+        row = await self.db.fetchrow(
+            "SELECT model, dim FROM graph_embeddings WHERE model <> $1 OR dim <> $2 LIMIT 1",
+            model,
+            dim,
+        )
+        if row is not None:
+            raise EmbeddingModelMismatch(
+                f"the memory database holds vectors of embedding model {row['model']!r} "
+                f"(dim {row['dim']}), but {model!r} (dim {dim}) is configured. Configure "
+                f"{row['model']!r} again (AKIRA_EMBEDDING__BACKEND / AKIRA_EMBEDDING__MODEL), "
+                "or re-embed every stored node with the new model (GraphMemory.reembed)."
+            )
+        await self.db.execute(
+            "INSERT INTO graph_meta(key, value) VALUES ('embedding_model', $1)"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            f"{model}:{dim}",
+        )
+        self._model = (model, dim)
+
+    async def replace_vectors(
+        self, model: str, rows: Sequence[tuple[str, str, np.ndarray]], *, first: bool
+    ) -> None:
+        async with self.db.transaction() as conn:
+            if first:
+                await conn.execute("DELETE FROM graph_embeddings WHERE model <> $1", model)
+            if rows:
+                await conn.executemany(
+                    "INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)"
+                    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (node_id) DO UPDATE SET"
+                    " owner = EXCLUDED.owner, model = EXCLUDED.model, dim = EXCLUDED.dim,"
+                    " vector = EXCLUDED.vector",
+                    [(nid, owner, model, len(v), blob(v)) for nid, owner, v in rows],
+                )
+            changed = [EVERY_OWNER] if first else [owner for _, owner, _ in rows]
+            await notify(conn, *changed)
+        self.drop_cached(None)
+        self._model = None
+
+    async def nodes_without_vector(self, model: str, limit: int) -> list[tuple[str, str, str]]:
+        rows = await self.db.fetch(
+            "SELECT n.id, n.owner, n.content FROM nodes n"
+            " LEFT JOIN graph_embeddings e ON e.node_id = n.id AND e.model = $1"
+            " WHERE e.node_id IS NULL ORDER BY n.seq LIMIT $2",
+            model,
+            limit,
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def add_node(
+        self,
+        node: MemoryNode,
+        *,
+        vector: np.ndarray | None,
+        model: str,
+        connections: Sequence[Connection] = (),
+        announce: bool = False,
+    ) -> bool:
+        owner = node.owner
+        tags = list(dict.fromkeys(node.tags))
+        edges = storable_connections(node, connections)
+        async with self.db.transaction() as conn:
+            seq = await insert_node(conn, node)
+            if seq is None:
+                return False
+            if vector is not None:
+                await conn.execute(
+                    "INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)"
+                    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (node_id) DO UPDATE SET"
+                    " model = EXCLUDED.model, dim = EXCLUDED.dim, vector = EXCLUDED.vector",
+                    node.id,
+                    owner,
+                    model,
+                    int(np.asarray(vector).shape[-1]),
+                    blob(vector),
+                )
+            if tags:
+                await conn.execute(
+                    "INSERT INTO graph_tags(owner, tag, ts, node_id, ntags)"
+                    " SELECT $1, t, $2, $3, $4 FROM unnest($5::text[]) AS t"
+                    " ON CONFLICT DO NOTHING",
+                    owner,
+                    to_ts(node.timestamp),
+                    node.id,
+                    len(tags),
+                    tags,
+                )
+            if edges:
+                # The target must be the same owner's node: never an edge across people.
+                await conn.execute(
+                    "INSERT INTO graph_connections"
+                    "(owner, from_id, to_id, relation_type, strength, explanation)"
+                    " SELECT $1, $2, e.to_id, e.relation, e.strength, e.explanation"
+                    " FROM unnest($3::text[], $4::text[], $5::float8[], $6::text[])"
+                    " AS e(to_id, relation, strength, explanation)"
+                    " WHERE EXISTS (SELECT 1 FROM nodes WHERE id = e.to_id AND owner = $1)"
+                    " ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET"
+                    " strength = EXCLUDED.strength, explanation = EXCLUDED.explanation",
+                    owner,
+                    node.id,
+                    [c.node_id for c in edges],
+                    [c.relation_type for c in edges],
+                    [float(c.strength) for c in edges],
+                    [c.explanation for c in edges],
+                )
+            if announce:
+                await notify(conn, owner)
+        cached = self._cache.get(owner)
+        if cached is not None and vector is not None and cached.seq == seq - 1:
+            # The next node in order: appended here, no query. Otherwise the next
+            # search reads what it misses.
+            if cached.vectors is None:
+                cached.vectors = OwnerVectors(int(np.asarray(vector).shape[-1]))
+            before = cached.rows
+            cached.vectors.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
+            cached.seq = seq
+            self._cached_rows += cached.rows - before
+            self._evict()
+        return True
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def latest_node(
+        self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
+    ) -> tuple[str, datetime] | None:
+        sql = "SELECT id, ts FROM nodes WHERE owner = $1 AND ts <= $2 AND id <> $3"
+        args: list[Any] = [owner, to_ts(at), exclude or ""]
+        if node_type is not None:
+            args.append(node_type)
+            sql += " AND type = $4"
+        row = await self.db.fetchrow(sql + " ORDER BY ts DESC, seq DESC LIMIT 1", *args)
+        return (row["id"], from_ts(row["ts"])) if row is not None else None
+
+    async def previous_in_chat(
+        self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
+    ) -> list[MemoryNode]:
+        rows = await self.db.fetch(
+            f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND chat_id = $2"
+            " AND ts <= $3 AND ts >= $4 ORDER BY ts DESC, seq DESC LIMIT $5",
+            owner,
+            chat_id,
+            to_ts(at),
+            to_ts(since),
+            max(0, limit),
+        )
+        return [node_from_row(r) for r in reversed(rows)]
+
+    async def tag_candidates(
+        self, owner: str, tags: Sequence[str], *, per_tag: int = 50
+    ) -> dict[str, tuple[int, int]]:
+        unique = list(dict.fromkeys(tags))
+        if not unique:
+            return {}
+        # Only the latest ``per_tag`` postings of each tag, all tags in one statement.
+        rows = await self.db.fetch(
+            "SELECT p.node_id, p.ntags FROM unnest($2::text[]) AS q(tag)"
+            " CROSS JOIN LATERAL (SELECT node_id, ntags FROM graph_tags"
+            "  WHERE owner = $1 AND tag = q.tag ORDER BY ts DESC LIMIT $3) AS p",
+            owner,
+            unique,
+            per_tag,
+        )
+        found: dict[str, tuple[int, int]] = {}
+        for node_id, ntags in rows:
+            common, count = found.get(node_id, (0, int(ntags)))
+            found[node_id] = (common + 1, count)
+        return found
+
+    async def _owner_vectors(self, owner: str) -> OwnerVectors | None:
+        cached = self._cache.get(owner)
+        if cached is None:
+            cached = _Cached(None, 0)
+        else:
+            self._cache.move_to_end(owner)
+        rows = await self.db.fetch(
+            "SELECT e.node_id, e.vector, e.dim, n.ts, n.scope, n.seq FROM nodes n"
+            " JOIN graph_embeddings e ON e.node_id = n.id"
+            " WHERE n.owner = $1 AND n.seq > $2 AND e.owner = $1 ORDER BY n.seq",
+            owner,
+            cached.seq,
+        )
+        if rows:
+            before = cached.rows
+            if cached.vectors is None:
+                cached.vectors = OwnerVectors(int(rows[0]["dim"]), capacity=len(rows) + 64)
+            vectors = cached.vectors
+            for row in rows:
+                if int(row["dim"]) != vectors.dim:
+                    raise EmbeddingModelMismatch(
+                        f"vectors of two sizes stored for one owner ({vectors.dim}, {row['dim']})"
+                    )
+                vectors.append(
+                    row["node_id"],
+                    np.frombuffer(row["vector"], dtype=np.float32),
+                    row["ts"],
+                    row["scope"],
+                )
+            cached.seq = max(cached.seq, int(rows[-1]["seq"]))
+            if owner not in self._cache:
+                self._cache[owner] = cached
+            self._cached_rows += cached.rows - before
+            self._evict()
+        return cached.vectors
+
+    def _evict(self) -> None:
+        while self._cached_rows > self.max_cached_rows and len(self._cache) > 1:
+            _, dropped = self._cache.popitem(last=False)
+            self._cached_rows -= dropped.rows
+
+    def drop_cached(self, owner: str | None) -> None:
+        if owner is None:
+            self._cache.clear()
+            self._cached_rows = 0
+        elif (dropped := self._cache.pop(owner, None)) is not None:
+            self._cached_rows -= dropped.rows
+
+    def cache_info(self) -> dict[str, int]:
+        held = [c.vectors for c in self._cache.values() if c.vectors is not None]
+        return {
+            "owners": len(self._cache),
+            "rows": sum(v.n for v in held),
+            "edges": 0,
+            "bytes": sum(v.nbytes for v in held),
+        }
+
+    async def vector_search(
+        self,
+        owner: str,
+        vector: np.ndarray,
+        *,
+        k: int,
+        scopes: Sequence[str] | None = None,
+        exclude: Iterable[str] = (),
+        at: datetime | None = None,
+        newest: int | None = None,
+    ) -> list[tuple[str, float]]:
+        vectors = await self._owner_vectors(owner)
+        if vectors is None:
+            return []
+        query = as_vector(vector)
+        if query.shape[0] != vectors.dim:
+            raise EmbeddingModelMismatch(
+                f"query vector has {query.shape[0]} dimensions, stored vectors {vectors.dim}"
+            )
+        return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None, newest=newest)
+
+    async def text_search(
+        self,
+        owner: str,
+        query: str,
+        *,
+        k: int,
+        scopes: Sequence[str] | None = None,
+        exclude: Iterable[str] = (),
+        at: datetime | None = None,
+        stop_words: Iterable[str] = (),
+    ) -> list[tuple[str, float]]:
+        terms = _tsquery(query, stop_words)
+        if terms is None or k <= 0 or (scopes is not None and not scopes):
+            return []
+        sql = (
+            "WITH q AS (SELECT to_tsquery('pg_catalog.portuguese', $2)"
+            " || to_tsquery('pg_catalog.english', $2) AS query)"
+            " SELECT n.id, ts_rank(n.words, q.query) AS score FROM nodes n, q"
+            " WHERE n.owner = $1 AND n.words @@ q.query"
+        )
+        args: list[Any] = [owner, terms]
+        if scopes is not None:
+            args.append(list(scopes))
+            sql += f" AND n.scope = ANY(${len(args)}::text[])"
+        if at is not None:
+            args.append(to_ts(at))
+            sql += f" AND n.ts <= ${len(args)}"
+        excluded = list(dict.fromkeys(exclude))
+        if excluded:
+            args.append(excluded)
+            sql += f" AND NOT (n.id = ANY(${len(args)}::text[]))"
+        args.append(k)
+        sql += f" ORDER BY score DESC, n.ts DESC, n.seq DESC LIMIT ${len(args)}"
+        rows = await self.db.fetch(sql, *args)
+        return [(row["id"], float(row["score"])) for row in rows if row["score"] > 0]
+
+    async def edges(self, owner: str, node_ids: Sequence[str]) -> list[Edge]:
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return []
+        return _edges(await self._edge_rows(self.db.pool, owner, ids))
+
+    @staticmethod
+    async def _edge_rows(
+        conn: asyncpg.Pool | asyncpg.Connection, owner: str, ids: list[str]
+    ) -> list[asyncpg.Record]:
+        rows: list[asyncpg.Record] = await conn.fetch(
+            f"SELECT {_EDGE_COLUMNS} FROM graph_connections"
+            " WHERE owner = $1 AND from_id = ANY($2::text[])"
+            f" UNION ALL SELECT {_EDGE_COLUMNS} FROM graph_connections"
+            " WHERE owner = $1 AND to_id = ANY($2::text[])",
+            owner,
+            ids,
+        )
+        return rows
+
+    async def neighbours(
+        self, owner: str, node_ids: Sequence[str]
+    ) -> tuple[list[Edge], dict[str, NodePlace]]:
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return [], {}
+        async with self.db.transaction() as conn:  # edges and ends from one snapshot
+            edges = _edges(await self._edge_rows(conn, owner, ids))
+            ends = list({e.to_id for e in edges} | {e.from_id for e in edges})
+            rows = await conn.fetch(
+                "SELECT id, ts, scope FROM nodes WHERE id = ANY($1::text[]) AND owner = $2",
+                ends,
+                owner,
+            )
+        return edges, {r[0]: NodePlace(float(r[1]), r[2]) for r in rows}
+
+    async def get_nodes(self, owner: str, node_ids: Sequence[str]) -> dict[str, MemoryNode]:
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return {}
+        rows = await self.db.fetch(
+            f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ANY($1::text[]) AND owner = $2",
+            ids,
+            owner,
+        )
+        return {row["id"]: node_from_row(row) for row in rows}
+
+    async def connections_of(self, owner: str, node_id: str) -> list[Connection]:
+        rows = await self.db.fetch(
+            "SELECT to_id, relation_type, strength, explanation FROM graph_connections"
+            " WHERE owner = $1 AND from_id = $2 ORDER BY strength DESC",
+            owner,
+            node_id,
+        )
+        return [Connection(r[0], r[1], float(r[2]), r[3]) for r in rows]
+
+    async def vectors(self, owner: str, node_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return {}
+        rows = await self.db.fetch(
+            "SELECT node_id, vector FROM graph_embeddings"
+            " WHERE owner = $1 AND node_id = ANY($2::text[])",
+            owner,
+            ids,
+        )
+        return {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+
+    async def node_count_with_vectors(self, owner: str) -> int:
+        return int(
+            await self.db.fetchval("SELECT count(*) FROM graph_embeddings WHERE owner = $1", owner)
+        )
+
+    # -- export / forget ---------------------------------------------------------------
+
+    async def export_owner(self, owner: str) -> Any:
+        rows = await self.db.fetch(
+            f"SELECT {_EDGE_COLUMNS} FROM graph_connections"
+            " WHERE owner = $1 ORDER BY from_id, to_id, relation_type",
+            owner,
+        )
+        return [
+            {
+                "from": r[0],
+                "to": r[1],
+                "relation_type": r[2],
+                "strength": round(float(r[3]), 4),
+                "explanation": r[4],
+            }
+            for r in rows
+        ]
+
+    async def delete_owner(self, owner: str) -> int:
+        removed = 0
+        async with self.db.transaction() as conn:
+            for table in ("graph_connections", "graph_tags", "graph_embeddings"):
+                removed += affected(
+                    await conn.execute(f"DELETE FROM {table} WHERE owner = $1", owner)
+                )
+            await notify(conn, owner)
+        self.drop_cached(owner)
+        return removed
+
+
+def _edges(rows: Iterable[asyncpg.Record]) -> list[Edge]:
+    found: dict[tuple[str, str, str], Edge] = {}
+    for r in rows:
+        found[(r[0], r[1], r[2])] = Edge(r[0], r[1], r[2], float(r[3]), r[4])
+    return list(found.values())

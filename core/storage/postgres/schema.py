@@ -1,0 +1,165 @@
+"""The PostgreSQL schema, by version, numbered as SQLite's (core.storage.sqlite_schema):
+the same tables and columns where the engines allow, so a database moves between them
+losslessly (``akira-bot storage migrate``). Times are UTC epoch seconds (double
+precision) as in SQLite: exact across both, and sorted the same way.
+
+Differences, and why:
+
+- ``seq`` (bigserial) on nodes stands for SQLite's rowid: insertion order, the tie-break
+  of equal times.
+- Full-text search is a ``tsvector`` column per node, Portuguese and English stems of the
+  text with accents removed (``unaccent``, through an IMMUTABLE wrapper so a generated
+  column may use it), in a GIN index that leads with the owner (``btree_gin``): a search
+  reads that person's postings, as SQLite's owner-word tokens do.
+- Vectors are float32 bytes (``bytea``) searched in numpy over per-owner matrices kept
+  by each process (core.storage.vector_cache), as with SQLite; pgvector is not needed.
+- Owner changes go out by ``NOTIFY`` (core.storage.postgres.changes), not in a table.
+"""
+
+from __future__ import annotations
+
+from core.storage.schema import Migration
+
+MIGRATIONS = [
+    Migration(
+        1,
+        "users and memory nodes",
+        """
+        CREATE EXTENSION IF NOT EXISTS unaccent;
+        CREATE EXTENSION IF NOT EXISTS btree_gin;
+        CREATE OR REPLACE FUNCTION akira_unaccent(text) RETURNS text
+            LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+            AS $$ SELECT public.unaccent('public.unaccent'::regdictionary, $1) $$;
+        CREATE OR REPLACE FUNCTION akira_words(text) RETURNS tsvector
+            LANGUAGE sql IMMUTABLE PARALLEL SAFE
+            AS $$ SELECT to_tsvector('pg_catalog.portuguese', coalesce(akira_unaccent($1), ''))
+                      || to_tsvector('pg_catalog.english', coalesce(akira_unaccent($1), '')) $$;
+        CREATE TABLE users (
+            key TEXT PRIMARY KEY,
+            platform TEXT NOT NULL,
+            external_id TEXT NOT NULL,
+            display_name TEXT,
+            language TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            last_seen_at DOUBLE PRECISION NOT NULL,
+            profile TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE TABLE nodes (
+            seq BIGSERIAL UNIQUE,
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL REFERENCES users(key) ON DELETE CASCADE,
+            type TEXT NOT NULL,
+            content TEXT NOT NULL,
+            ts DOUBLE PRECISION NOT NULL,
+            chat_id TEXT NOT NULL DEFAULT '',
+            chat_kind TEXT NOT NULL DEFAULT 'dm',
+            scope TEXT NOT NULL DEFAULT 'dm',
+            platform_message_id TEXT,
+            reply_to TEXT,
+            tags TEXT NOT NULL DEFAULT '[]',
+            emotion TEXT,
+            emotion_score DOUBLE PRECISION,
+            source_id TEXT,
+            words TSVECTOR GENERATED ALWAYS AS (akira_words(content)) STORED
+        );
+        CREATE INDEX nodes_owner_ts ON nodes(owner, ts, seq);
+        CREATE INDEX nodes_owner_chat_ts ON nodes(owner, chat_id, ts);
+        CREATE INDEX nodes_owner_message ON nodes(owner, platform_message_id);
+        CREATE INDEX nodes_owner_seq ON nodes(owner, seq);
+        CREATE UNIQUE INDEX nodes_owner_source ON nodes(owner, source_id)
+            WHERE source_id IS NOT NULL;
+        CREATE INDEX nodes_owner_words ON nodes USING gin (owner, words);
+        """,
+    ),
+    Migration(
+        10,
+        "memory graph: embeddings, connections, tag postings",
+        """
+        CREATE TABLE graph_meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        CREATE TABLE graph_embeddings (
+            node_id TEXT PRIMARY KEY REFERENCES nodes(id) ON DELETE CASCADE,
+            owner TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BYTEA NOT NULL
+        );
+        CREATE INDEX graph_embeddings_owner ON graph_embeddings(owner);
+        CREATE INDEX graph_embeddings_model ON graph_embeddings(model, dim);
+        CREATE TABLE graph_connections (
+            owner TEXT NOT NULL,
+            from_id TEXT NOT NULL,
+            to_id TEXT NOT NULL,
+            relation_type TEXT NOT NULL,
+            strength DOUBLE PRECISION NOT NULL,
+            explanation TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (owner, from_id, to_id, relation_type)
+        );
+        CREATE INDEX graph_connections_to ON graph_connections(owner, to_id);
+        CREATE TABLE graph_tags (
+            owner TEXT NOT NULL,
+            tag TEXT NOT NULL,
+            ts DOUBLE PRECISION NOT NULL,
+            node_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+            ntags INTEGER NOT NULL,
+            PRIMARY KEY (owner, tag, ts, node_id)
+        );
+        CREATE INDEX graph_tags_node ON graph_tags(node_id);
+        """,
+    ),
+    Migration(
+        30,
+        "structured memories with history and full-text search",
+        """
+        CREATE TABLE structured_memories (
+            seq BIGSERIAL UNIQUE,
+            id TEXT NOT NULL UNIQUE,
+            owner TEXT NOT NULL,
+            category TEXT NOT NULL,
+            key TEXT NOT NULL,
+            content TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '[]',
+            priority TEXT NOT NULL DEFAULT 'normal',
+            source TEXT NOT NULL,
+            verified BOOLEAN NOT NULL,
+            verified_by TEXT,
+            verified_at DOUBLE PRECISION,
+            confidence DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION,
+            scope TEXT NOT NULL DEFAULT 'dm',
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            version INTEGER NOT NULL DEFAULT 1,
+            words TSVECTOR GENERATED ALWAYS AS (to_tsvector('pg_catalog.simple',
+                akira_unaccent(key || ' ' || content || ' ' || tags))) STORED,
+            PRIMARY KEY (owner, category, key)
+        );
+        CREATE INDEX structured_memories_owner_updated ON structured_memories(owner, updated_at);
+        CREATE INDEX structured_memories_owner_expires ON structured_memories(owner, expires_at);
+        CREATE INDEX structured_memories_owner_words ON structured_memories USING gin (owner, words);
+        CREATE TABLE structured_memory_history (
+            memory_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            category TEXT NOT NULL,
+            key TEXT NOT NULL,
+            content TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            priority TEXT NOT NULL,
+            source TEXT NOT NULL,
+            verified BOOLEAN NOT NULL,
+            verified_by TEXT,
+            confidence DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION,
+            scope TEXT NOT NULL,
+            valid_from DOUBLE PRECISION NOT NULL,
+            replaced_at DOUBLE PRECISION NOT NULL,
+            change TEXT NOT NULL,
+            PRIMARY KEY (memory_id, version)
+        );
+        CREATE INDEX structured_memory_history_owner ON structured_memory_history(owner);
+        """,
+    ),
+]

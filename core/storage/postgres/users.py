@@ -1,0 +1,111 @@
+"""PostgreSQL users: nothing kept in memory (another process may serve the person next),
+each profile change a read-modify-write under the row's lock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from core.storage.api import UserStore
+from core.storage.postgres.changes import notify
+from core.storage.postgres.database import PgDatabase, affected
+from core.storage.records import UserRecord, to_ts, user_from_row, user_to_dict
+from core.types import parse_user_key, utcnow
+
+T = TypeVar("T")
+
+USER_COLUMNS = (
+    "key, platform, external_id, display_name, language, created_at, last_seen_at, profile"
+)
+
+
+class PgUserStore(UserStore):
+    def __init__(self, db: PgDatabase) -> None:
+        self.db = db
+
+    async def ensure(
+        self, key: str, *, display_name: str | None = None, seen_at: datetime | None = None
+    ) -> UserRecord:
+        platform, external_id = parse_user_key(key)
+        seen = to_ts(seen_at or utcnow())
+        row = await self.db.fetchrow(
+            "INSERT INTO users(key, platform, external_id, display_name, created_at,"
+            " last_seen_at) VALUES ($1, $2, $3, $4, $5, $5)"
+            " ON CONFLICT (key) DO UPDATE SET"
+            "  display_name = COALESCE(EXCLUDED.display_name, users.display_name),"
+            "  last_seen_at = GREATEST(users.last_seen_at, EXCLUDED.last_seen_at)"
+            f" RETURNING {USER_COLUMNS}",
+            key,
+            platform,
+            external_id,
+            display_name,
+            seen,
+        )
+        assert row is not None
+        return user_from_row(row)
+
+    async def get(self, key: str) -> UserRecord | None:
+        row = await self.db.fetchrow(f"SELECT {USER_COLUMNS} FROM users WHERE key = $1", key)
+        return user_from_row(row) if row is not None else None
+
+    async def update_profile(self, key: str, **fields: Any) -> None:
+        def update(profile: dict[str, Any]) -> None:
+            profile.update(fields)
+
+        await self.change_profile_with(key, update)
+
+    async def change_profile(
+        self,
+        key: str,
+        field: str,
+        change: Callable[[Any], T],
+        *,
+        announce: bool = False,
+        wait: bool = True,
+    ) -> T:
+        """See :meth:`UserStore.change_profile`; here every change waits for its commit
+        (``wait`` is accepted for the protocol's sake)."""
+
+        def update(profile: dict[str, Any]) -> T:
+            value = change(profile.get(field))
+            profile[field] = value
+            return value
+
+        return await self.change_profile_with(key, update, announce=announce)
+
+    async def change_profile_with(
+        self, key: str, edit: Callable[[dict[str, Any]], T], *, announce: bool = False
+    ) -> T:
+        """``edit(profile)`` on the stored profile, the row locked meanwhile."""
+        async with self.db.transaction() as conn:
+            before = await conn.fetchval("SELECT profile FROM users WHERE key = $1 FOR UPDATE", key)
+            if before is None:
+                raise KeyError(key)
+            profile = json.loads(before)
+            result = edit(profile)
+            await conn.execute(
+                "UPDATE users SET profile = $2 WHERE key = $1",
+                key,
+                json.dumps(profile, ensure_ascii=False),
+            )
+            if announce:
+                await notify(conn, key)
+        return result
+
+    async def set_language(self, key: str, language: str, *, wait: bool = True) -> None:
+        await self.db.execute("UPDATE users SET language = $2 WHERE key = $1", key, language)
+
+    async def count(self) -> int:
+        return int(await self.db.fetchval("SELECT count(*) FROM users"))
+
+    async def export_owner(self, owner: str) -> Any:
+        user = await self.get(owner)
+        return None if user is None else user_to_dict(user)
+
+    async def delete_owner(self, owner: str) -> int:
+        async with self.db.transaction() as conn:
+            removed = affected(await conn.execute("DELETE FROM users WHERE key = $1", owner))
+            await notify(conn, owner)
+        return removed

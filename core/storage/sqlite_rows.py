@@ -1,0 +1,272 @@
+"""SQLite write functions and row shapes: what a group commit runs on a raw connection,
+on the event loop's connection or in the writer process (which unpickles them by name, so
+they are module-level functions of this module, importing nothing that opens a database).
+
+Each takes the rows as plain values (tuples, strings, bytes): what crosses to the writer
+process pickles fast."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from core.storage.graph_records import storable_connections
+from core.storage.records import EVERY_OWNER, Connection, MemoryNode, to_ts
+from core.storage.vector_cache import blob
+
+__all__ = ["EVERY_OWNER"]
+
+# Stands for no owner: the row a prune at open writes so that readers notice it.
+NOBODY = ""
+# Rows older than this are deleted when another change is written: a reader that has not
+# looked for a whole day (a process that served no message) drops every cache instead.
+KEEP_CHANGES_S = 24 * 3600.0
+# A reader finding more owners than this at once drops every cache: cheaper than that many
+# single drops, and it bounds the rows read on the event loop.
+MAX_OWNERS_PER_CATCH_UP = 512
+
+USER_COLUMNS = (
+    "key, platform, external_id, display_name, language, created_at, last_seen_at, profile"
+)
+USER_COLUMN_NAMES = tuple(name.strip() for name in USER_COLUMNS.split(","))
+
+
+def user_row(row: Any) -> dict[str, Any]:
+    """A user's row as a plain dict (column -> value): kept in memory, and picklable."""
+    return {name: row[name] for name in USER_COLUMN_NAMES}
+
+
+NODE_COLUMNS = (
+    "id, owner, type, content, ts, chat_id, chat_kind, scope, platform_message_id, reply_to, "
+    "tags, emotion, emotion_score, source_id"
+)
+
+
+class NodeRow(NamedTuple):
+    """A node's columns as stored, in :data:`NODE_COLUMNS` order (what the kept latest
+    nodes hold: a fresh :class:`MemoryNode` is built from one for every caller)."""
+
+    id: str
+    owner: str
+    type: str
+    content: str
+    ts: float
+    chat_id: str
+    chat_kind: str
+    scope: str
+    platform_message_id: str | None
+    reply_to: str | None
+    tags: str
+    emotion: str | None
+    emotion_score: float | None
+    source_id: str | None
+
+
+assert NodeRow._fields == tuple(name.strip() for name in NODE_COLUMNS.split(","))
+
+
+def node_params(node: MemoryNode) -> NodeRow:
+    """The node's row as stored (what is inserted, and what the latest nodes keep)."""
+    return NodeRow(
+        node.id,
+        node.owner,
+        node.type.value,
+        node.content,
+        to_ts(node.timestamp),
+        node.chat_id,
+        node.chat_kind,
+        node.scope,
+        node.platform_message_id,
+        node.reply_to,
+        json.dumps(node.tags, ensure_ascii=False),
+        node.emotion,
+        node.emotion_score,
+        node.source_id,
+    )
+
+
+INSERT_NODE = (
+    f"INSERT OR IGNORE INTO nodes({NODE_COLUMNS}) VALUES ({', '.join('?' * len(NodeRow._fields))})"
+)
+
+
+def insert_node_row(raw: sqlite3.Connection, params: NodeRow) -> bool:
+    """Insert a node's row (:func:`node_params`) inside the caller's :meth:`Database.run`
+    transaction; False when the node is a duplicate (nothing written). Takes the row,
+    not the node: it may cross to the writer process, and a tuple pickles fastest."""
+    cur = raw.execute(INSERT_NODE, params)
+    return (cur.rowcount or 0) > 0
+
+
+def swap_profile(raw: sqlite3.Connection, key: str, before: str, after: str) -> bool:
+    """Store ``after`` as ``key``'s profile if it is still ``before`` (compare and set:
+    the edit was made on the loop, from the row as it was read). False: someone changed
+    it meanwhile, or the user is gone."""
+    cur = raw.execute(
+        "UPDATE users SET profile = ? WHERE key = ? AND profile = ?", (after, key, before)
+    )
+    return (cur.rowcount or 0) > 0
+
+
+def set_language(raw: sqlite3.Connection, key: str, language: str) -> None:
+    raw.execute("UPDATE users SET language = ? WHERE key = ?", (language, key)).close()
+
+
+def upsert_user(
+    raw: sqlite3.Connection,
+    key: str,
+    platform: str,
+    external_id: str,
+    display_name: str | None,
+    seen: float,
+) -> dict[str, Any]:
+    """Create or refresh a user's row; the row as stored (a dict: it may have to cross
+    to another process, which a ``sqlite3.Row`` cannot)."""
+    raw.execute(
+        "INSERT INTO users(key, platform, external_id, display_name, created_at, last_seen_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT(key) DO UPDATE SET"
+        "  display_name = COALESCE(excluded.display_name, users.display_name),"
+        "  last_seen_at = MAX(users.last_seen_at, excluded.last_seen_at)",
+        (key, platform, external_id, display_name, seen, seen),
+    )
+    return user_row(
+        raw.execute(f"SELECT {USER_COLUMNS} FROM users WHERE key = ?", (key,)).fetchone()
+    )
+
+
+def set_node_emotion(
+    raw: sqlite3.Connection, owner: str, node_id: str, label: str, score: float
+) -> None:
+    raw.execute(
+        "UPDATE nodes SET emotion = ?, emotion_score = ? WHERE owner = ? AND id = ?",
+        (label, score, owner, node_id),
+    ).close()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeWrite:
+    """A node's rows as plain values (tuples, strings, bytes): what crosses to the writer
+    process pickles fast. Pickling the node and its connections as dataclasses cost the
+    event loop more than the rest of the hand-over."""
+
+    params: NodeRow  # the nodes row (node_params)
+    vector: bytes | None
+    dim: int
+    model: str
+    tags_json: str | None  # the distinct tags, one JSON array: one statement
+    ntags: int
+    # [[target, relation, strength, explanation], ...] as JSON: one statement, one step
+    # (with ``executemany`` SQLite steps once a row).
+    edges_json: str | None
+
+    @classmethod
+    def of(
+        cls,
+        node: MemoryNode,
+        vector: np.ndarray | None,
+        model: str,
+        connections: Sequence[Connection],
+    ) -> NodeWrite:
+        tags = list(dict.fromkeys(node.tags))
+        edges = [
+            [c.node_id, c.relation_type, float(c.strength), c.explanation]
+            for c in storable_connections(node, connections)
+        ]
+        return cls(
+            params=node_params(node),
+            vector=None if vector is None else blob(vector),
+            dim=0 if vector is None else int(np.asarray(vector).shape[-1]),
+            model=model,
+            tags_json=json.dumps(tags) if tags else None,
+            ntags=len(tags),
+            edges_json=json.dumps(edges) if edges else None,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A plain tuple of builtins instead of dataclass state: the quickest to pickle.
+        return (NodeWrite, tuple(getattr(self, name) for name in self.__slots__))
+
+
+def write_node(raw: sqlite3.Connection, rows: NodeWrite) -> bool:
+    """A node with its vector, tag postings and outgoing edges, in the caller's
+    transaction; False when it is a duplicate (nothing written). A module function, so
+    the write can cross to the writer process."""
+    if not insert_node_row(raw, rows.params):
+        return False
+    node_id, owner, ts = rows.params.id, rows.params.owner, rows.params.ts
+    if rows.vector is not None:
+        raw.execute(
+            "INSERT OR REPLACE INTO graph_embeddings(node_id, owner, model, dim, vector)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (node_id, owner, rows.model, rows.dim, rows.vector),
+        )
+    if rows.tags_json is not None:
+        raw.execute(
+            "INSERT OR IGNORE INTO graph_tags(owner, tag, ts, node_id, ntags)"
+            " SELECT ?, value, ?, ?, ? FROM json_each(?)",
+            (owner, ts, node_id, rows.ntags, rows.tags_json),
+        )
+    if rows.edges_json is not None:
+        raw.execute(
+            "INSERT OR REPLACE INTO graph_connections"
+            "(owner, from_id, to_id, relation_type, strength, explanation)"
+            " SELECT ?1, ?2, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),"
+            " json_extract(e.value, '$[2]'), json_extract(e.value, '$[3]')"
+            " FROM json_each(?3) AS e WHERE EXISTS"
+            # The target must be the same owner's node: never an edge across people.
+            " (SELECT 1 FROM nodes WHERE id = json_extract(e.value, '$[0]') AND owner = ?1)",
+            (owner, node_id, rows.edges_json),
+        )
+    return True
+
+
+# Recording a change: prune (watermark first, from the rows about to go), then the row.
+# Plain statements with no values passed between them, so the same list runs on a raw
+# connection (group commits, the writer process) and on aiosqlite's (transactions).
+PRUNE = (
+    "UPDATE owner_changes_pruned SET seq = (SELECT max(seq) FROM owner_changes WHERE at < ?1)"
+    " WHERE (SELECT max(seq) FROM owner_changes WHERE at < ?1) > seq",
+    "DELETE FROM owner_changes WHERE at < ?1",
+)
+# REPLACE: the owner's earlier row goes and a new one takes the next ``seq``: AUTOINCREMENT
+# hands out numbers above every one ever committed (deleted rows' too), and SQLite commits
+# one writer at a time, so rows become visible in ``seq`` order and "seq > the last seen"
+# never skips one.
+RECORD = "INSERT OR REPLACE INTO owner_changes(owner, at) VALUES (?, ?)"
+SINCE = "SELECT seq, owner FROM owner_changes WHERE seq > ? ORDER BY seq LIMIT ?"
+
+
+def record_change(raw: sqlite3.Connection, owner: str, at: float) -> None:
+    """Record that ``owner``'s data changed, inside the caller's write transaction on a
+    raw connection (a :meth:`Database.run` write function)."""
+    for statement in PRUNE:
+        raw.execute(statement, (at - KEEP_CHANGES_S,))
+    raw.execute(RECORD, (owner, at))
+
+
+WriteFn = Callable[[sqlite3.Connection], bool]
+
+
+def announced(write: WriteFn, owner: str, *, announce: bool = True) -> WriteFn:
+    """``write`` (a :meth:`Database.run` write function that says whether it wrote
+    anything) made to record a change of ``owner`` in the same transaction when it did;
+    ``write`` itself when not ``announce``. Picklable when ``write`` is (the writer
+    process)."""
+    if not announce:
+        return write
+    return functools.partial(write_announced, write=write, owner=owner, at=time.time())
+
+
+def write_announced(raw: sqlite3.Connection, write: WriteFn, owner: str, at: float) -> bool:
+    if not write(raw):
+        return False
+    record_change(raw, owner, at)
+    return True
