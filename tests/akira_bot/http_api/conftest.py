@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ class Bot:
     adapter: HttpAdapter
     settings: Settings
     provider: ScriptedProvider
+    # What the LLM answers next, in order (an exception entry is raised); then "ok".
+    script: list[str | Exception] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -71,13 +73,21 @@ def run_cli(data_dir: Path, *args: str, **extra: str) -> subprocess.CompletedPro
 @pytest.fixture
 async def http_bot(settings_factory: Callable[..., Settings]) -> AsyncIterator[Bot]:
     settings = settings_factory(http={"port": 0, "jwt_secret": SECRET})
-    provider = ScriptedProvider()
+    script: list[str | Exception] = []
+
+    def answer(messages: Any) -> str:
+        entry = script.pop(0) if script else "ok"
+        if isinstance(entry, Exception):
+            raise entry
+        return entry
+
+    provider = ScriptedProvider(answer)
     engine = build_engine(settings, llm=provider)
     await engine.start()
     adapter = HttpAdapter(settings, engine)
     await adapter.start()
     try:
-        yield Bot(engine, adapter, settings, provider)
+        yield Bot(engine, adapter, settings, provider, script)
     finally:
         await adapter.stop()
         await engine.close()
