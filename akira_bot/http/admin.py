@@ -123,6 +123,7 @@ def _page(title: str, body: str, *, scripts: str = "") -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>{escape(title)} · AKIRA admin</title>
 <link rel="stylesheet" href="/admin/static/vendor/uPlot.min.css">
 <link rel="stylesheet" href="/admin/static/admin.css">
@@ -195,8 +196,9 @@ def graph_data(nodes: list[MemoryNode], edges: list[Any]) -> dict[str, Any]:
 
 
 def timeline_data(profile: dict[str, Any], nodes: list[MemoryNode]) -> list[dict[str, Any]]:
-    """Emotion readings over time: the profile's history, else the nodes' own readings."""
-    history = profile.get("emotion_history") or []
+    """Emotion readings over time: the profile's history (core.emotion.state, kept under
+    the profile's ``emotion`` key), else the nodes' own readings."""
+    history = _emotion(profile).get("emotion_history") or []
     points = [
         {"time": h["timestamp"], "emotion": h["emotion"], "confidence": h["confidence"]}
         for h in history
@@ -213,6 +215,11 @@ def timeline_data(profile: dict[str, Any], nodes: list[MemoryNode]) -> list[dict
             if n.emotion
         ]
     return points
+
+
+def _emotion(profile: dict[str, Any]) -> dict[str, Any]:
+    state = profile.get("emotion")
+    return state if isinstance(state, dict) else {}
 
 
 def _script_json(data: Any) -> str:
@@ -256,14 +263,17 @@ def _profile_html(record: Any) -> str:
     if record is None:
         return "<p>No profile yet (this mind was only written through the API).</p>"
     profile = dict(record.profile)
-    history = profile.pop("emotion_history", [])
-    facts = {
+    emotion = _emotion(profile)
+    facts: dict[str, Any] = {
         "name": record.display_name,
         "language": record.language,
         "first seen": record.created_at.isoformat()[:16] if record.created_at else None,
         "last seen": record.last_seen_at.isoformat()[:16] if record.last_seen_at else None,
         **{k: v for k, v in profile.items() if not isinstance(v, dict | list)},
-        "emotion readings": len(history),
+        "emotional state": emotion.get("emotional_state"),
+        "hostile": emotion.get("is_hostile"),
+        "aggressive readings": emotion.get("aggressive_count"),
+        "emotion readings": len(emotion.get("emotion_history") or []),
     }
     items = "".join(
         f"<dt>{escape(str(k))}</dt><dd>{escape(str(v))}</dd>"

@@ -68,6 +68,16 @@
         s.appendChild(document.createTextNode(k));
         legend.appendChild(s);
       });
+      Object.keys(RELATION_COLOURS).forEach(function (k) {
+        var s = document.createElement("span");
+        var i = document.createElement("i");
+        i.style.background = RELATION_COLOURS[k];
+        i.style.borderRadius = "0";
+        i.style.height = "3px";
+        s.appendChild(i);
+        s.appendChild(document.createTextNode(k.replace("_", " ")));
+        legend.appendChild(s);
+      });
     }
   }
 

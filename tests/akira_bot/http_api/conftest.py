@@ -40,9 +40,9 @@ class Bot:
     def cli(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         return run_cli(self.settings.data_dir, *args, **env)
 
-    async def acli(self, *args: str) -> str:
-        """Run ``akira-bot ARGS`` beside the running bot; its stdout's last line."""
-        proc = await asyncio.to_thread(self.cli, *args)
+    async def acli(self, *args: str, **env: str) -> str:
+        """Run ``akira-bot ARGS`` beside the running bot; its stdout's first line."""
+        proc = await asyncio.to_thread(self.cli, *args, **env)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip().splitlines()[0]
 
