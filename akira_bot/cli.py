@@ -166,9 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="start every configured adapter (Telegram, Discord); with none, the console",
-        description="Start every adapter that has settings (AKIRA_TELEGRAM__TOKEN, AKIRA_DISCORD__TOKEN). "
-        "With none configured, chat in the console. SIGTERM/Ctrl-C shut down gracefully.",
+        help="start every configured adapter (Telegram, Discord, HTTP); with none, the console",
+        description="Start every adapter that has settings (AKIRA_TELEGRAM__TOKEN, AKIRA_DISCORD__TOKEN) "
+        "and the HTTP API when AKIRA_HTTP__PORT is set. With none configured, chat in the "
+        "console. SIGTERM/Ctrl-C shut down gracefully.",
     )
     run.add_argument("--user", help="console user name when the console is started")
     run.set_defaults(handler=cmd_run)

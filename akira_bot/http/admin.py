@@ -103,7 +103,7 @@ async def login(request: web.Request) -> web.Response:
             content_type="text/html",
         )
     session = issue_jwt(secret, admin, admin=True, ttl=SESSION_TTL)
-    response = web.HTTPSeeOther("/admin")
+    response = web.Response(status=303, headers={"Location": "/admin"})
     response.set_cookie(
         SESSION_COOKIE,
         session,
@@ -113,7 +113,7 @@ async def login(request: web.Request) -> web.Response:
         path="/",
         secure=request.secure,
     )
-    raise response
+    return response
 
 
 # --- pages -----------------------------------------------------------------------------------

@@ -203,7 +203,14 @@ class SQLiteKeyStore:
     async def add(
         self, kind: KeyKind, key_hash: str, owner: str, *, expires_at: datetime | None = None
     ) -> None:
+        now = to_ts(utcnow())
         async with self.db.transaction() as conn:
+            # Used-up links and revocations of expired tokens mean nothing any more.
+            await conn.execute(
+                "DELETE FROM http_credentials WHERE kind IN ('login', 'revoked_jwt')"
+                " AND expires_at < ?",
+                (now,),
+            )
             await conn.execute(
                 "INSERT OR IGNORE INTO http_credentials(key_hash, kind, owner, created_at,"
                 " expires_at) VALUES (?, ?, ?, ?, ?)",
@@ -211,7 +218,7 @@ class SQLiteKeyStore:
                     key_hash,
                     kind,
                     owner,
-                    to_ts(utcnow()),
+                    now,
                     to_ts(expires_at) if expires_at is not None else None,
                 ),
             )

@@ -10,8 +10,10 @@ so a memory stored or forgotten here is seen by the worker serving that person.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -39,7 +41,9 @@ def prepare_metrics(workers: int) -> None:
     """Before anything imports prometheus_client: with engine worker processes, have
     every process write its metrics to one directory so the scrape here adds them up."""
     if workers > 1 and not os.environ.get(MULTIPROC_ENV):
-        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="akira-metrics-")
+        directory = tempfile.mkdtemp(prefix="akira-metrics-")
+        os.environ[MULTIPROC_ENV] = directory
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
 
 
 def _json_error(status: int, message: str, **extra: Any) -> web.Response:
