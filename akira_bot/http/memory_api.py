@@ -45,6 +45,7 @@ from core.storage.sqlite_memories import (
     StoreOutcome,
     StructuredMemory,
     normalise_tags,
+    parse_category,
 )
 from core.types import utcnow
 
@@ -142,8 +143,6 @@ async def list_memories(request: web.Request) -> web.Response:
 
 
 def _category(value: str) -> str:
-    from core.storage.sqlite_memories import parse_category
-
     try:
         return parse_category(value).value
     except MemoryValidationError as exc:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from akira_bot.http.keys import issue_jwt
@@ -191,3 +194,20 @@ async def test_run_with_worker_processes_serves_the_api_from_the_bot_process(
         assert status == 200 and "in workers" in body
     finally:
         await _stop(proc)
+
+
+def test_json_log_lines_keep_secrets_out(
+    settings_factory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from akira_bot.cli import configure_logging
+
+    settings = settings_factory(log={"format": "json"}, http={"jwt_secret": SECRET})
+    configure_logging(settings)
+    logging.getLogger("akira_bot.test").warning("token was %s", SECRET)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logging.getLogger("akira_bot.test").exception("failed")
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert lines[0]["message"] == "token was ***" and lines[0]["level"] == "WARNING"
+    assert lines[1]["message"] == "failed" and "ValueError: boom" in lines[1]["exception"]
