@@ -103,17 +103,24 @@ Expiry = Annotated[float | str | None, AfterValidator(_valid_expiry)]
 class StoreMemory(_Body):
     """``POST /memory``: store, or update the memory with the same category and key."""
 
-    category: CategoryName = Field(description=f"one of: {', '.join(c.value for c in Category)}")
-    content: Content = Field(description=f"1-{MAX_CONTENT_CHARS} characters")
+    category: CategoryName = Field(json_schema_extra={"enum": [c.value for c in Category]})
+    content: Content = Field(
+        description="what to remember",
+        json_schema_extra={"minLength": 1, "maxLength": MAX_CONTENT_CHARS},
+    )
     key: Key | None = Field(
         default=None,
         description="snake_case name, unique in the category: storing it again updates it "
         "(default: derived from the content)",
     )
-    tags: Tags = Field(default_factory=list, description=f"at most {MAX_TAGS}")
-    priority: PriorityName = Field(default="normal", description="critical, high, normal or low")
+    tags: Tags = Field(default_factory=list, json_schema_extra={"maxItems": MAX_TAGS})
+    priority: PriorityName = Field(
+        default="normal", json_schema_extra={"enum": [p.value for p in Priority]}
+    )
     source: SourceName | None = Field(
-        default=None, description="user, agent, tool or system; with a Mind Key always agent"
+        default=None,
+        description="with a Mind Key always agent",
+        json_schema_extra={"enum": [*(s.value for s in Source), None]},
     )
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     expires_at: Expiry = Field(default=None, description="epoch seconds or ISO 8601; null: never")
