@@ -118,7 +118,12 @@ def default_pipeline(router: CommandRouter) -> Pipeline:
 def plugin_refs(settings: Settings, plugins: Sequence[PluginRef] = ()) -> list[PluginRef]:
     """Every plugin an engine for ``settings`` sets up, in order: the built-ins that are
     on, ``bot.plugins``, then ``plugins`` given in code."""
-    return [*builtin_modules(settings.bot.builtins), *settings.bot.plugins, *plugins]
+    refs: list[PluginRef] = [*builtin_modules(settings.bot.builtins), *settings.bot.plugins]
+    refs.extend(plugins)
+    if settings.http.port is not None:
+        # Last, so its stage goes first and it times the generate stage the others left.
+        refs.append("akira_bot.features.metrics")
+    return refs
 
 
 def resolve_plugins(settings: Settings, plugins: Sequence[PluginRef] = ()) -> list[Plugin]:

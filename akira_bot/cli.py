@@ -51,6 +51,7 @@ def secret_values(settings: Settings) -> list[str]:
         settings.telegram.webhook_secret,
         settings.discord.token,
         settings.storage.postgres_dsn,
+        settings.http.jwt_secret,
     ):
         if secret is not None:
             values.append(secret.get_secret_value())
@@ -82,7 +83,12 @@ class DropVoiceWarnings(logging.Filter):
 
 def configure_logging(settings: Settings) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if settings.log.format == "json":
+        from akira_bot.logjson import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactSecrets(secret_values(settings)))
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -104,8 +110,17 @@ def _run(coro: Coroutine[Any, Any, int | None]) -> int:
 async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     from akira_bot.app import build_adapters, build_handler, serve
 
+    http = settings.http.port is not None
+    if http:
+        from akira_bot.http.server import prepare_metrics
+
+        prepare_metrics(settings.bot.workers)
     engine = build_handler(settings)
     adapters = build_adapters(settings, engine)
+    if http:  # the API alone counts as configured: no console then
+        from akira_bot.http.server import HttpAdapter
+
+        adapters.append(HttpAdapter(settings, engine, adapters=list(adapters)))
     if not adapters:
         return await cmd_chat(settings, args, engine=engine)
     await serve(settings, adapters, engine)
@@ -168,9 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="start every configured adapter (Telegram, Discord); with none, the console",
-        description="Start every adapter that has settings (AKIRA_TELEGRAM__TOKEN, AKIRA_DISCORD__TOKEN). "
-        "With none configured, chat in the console. SIGTERM/Ctrl-C shut down gracefully.",
+        help="start every configured adapter (Telegram, Discord, HTTP); with none, the console",
+        description="Start every adapter that has settings (AKIRA_TELEGRAM__TOKEN, AKIRA_DISCORD__TOKEN) "
+        "and the HTTP API when AKIRA_HTTP__PORT is set. With none configured, chat in the "
+        "console. SIGTERM/Ctrl-C shut down gracefully.",
     )
     run.add_argument("--user", help="console user name when the console is started")
     run.set_defaults(handler=cmd_run)
@@ -193,12 +209,13 @@ def build_parser() -> argparse.ArgumentParser:
     emotion.add_argument("--json", action="store_true", help='print {"label": ..., "score": ...}')
     emotion.set_defaults(handler=cmd_emotion)
 
-    from akira_bot import cli_memory
+    from akira_bot import cli_keys, cli_memory
 
     cli_memory.add_parser(sub)
     from akira_bot import cli_storage
 
     cli_storage.add_parser(sub)
+    cli_keys.add_parser(sub)
     return parser
 
 

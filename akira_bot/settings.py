@@ -156,6 +156,25 @@ class BotSettings(_Section):
         return names
 
 
+class HttpSettings(_Section):
+    """The HTTP side (akira_bot.http): the memory API, the admin view, /health and
+    /metrics. Off unless ``port`` is set."""
+
+    port: int | None = Field(default=None, ge=0, le=65535)  # 0: any free port (tests)
+    host: str = "127.0.0.1"
+    # Signs the human JWTs (`akira-bot keys jwt`) and the admin view's session: without
+    # it only Mind Keys work. A secret: never logged.
+    jwt_secret: SecretStr | None = None
+    # The address people reach the server at, for the links `akira-bot admin-link`
+    # prints (default: http://HOST:PORT).
+    public_url: str | None = None
+
+
+class LogSettings(_Section):
+    # text: "time LEVEL logger: message"; json: one JSON object a line (for log shippers).
+    format: Literal["text", "json"] = "text"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="AKIRA_",
@@ -178,6 +197,8 @@ class Settings(BaseSettings):
     bot: BotSettings = Field(default_factory=BotSettings)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
 
     @property
     def database_path(self) -> Path:
