@@ -4,6 +4,7 @@ classifier, and in the pipeline its request running while recall does."""
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -235,3 +236,23 @@ def test_the_cli_path_judges_with_a_provider_of_its_own(tmp_path: Any) -> None:
         # Garbage: the fallback's reading.
         assert detector.detect(HOSTILE) == LexiconDetector().detect(HOSTILE)
         assert "que coisa" in judge_requests(fake)[0].messages[1]["content"]
+
+
+def test_the_emotion_command_with_the_llm_detector(tmp_path: Any) -> None:
+    """``akira-bot emotion TEXT --json`` with AKIRA_EMOTION__DETECTOR=llm: the judge's
+    reading; with the server gone, the classifier's, still exit 0."""
+    from tests.adapters.console.test_console_pipe import run_cli
+
+    with FakeOpenAI.in_thread(default='{"label": "confuso", "confidence": 0.77}') as fake:
+        env = {
+            "AKIRA_LLM__PROVIDER": "openai",
+            "AKIRA_LLM__BASE_URL": fake.url,
+            "AKIRA_LLM__MAX_RETRIES": "0",
+            "AKIRA_EMOTION__DETECTOR": "llm",
+        }
+        proc = run_cli(["emotion", HOSTILE, "--json"], "", tmp_path, **env)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {"label": "confuso", "score": 0.77}
+    proc = run_cli(["emotion", HOSTILE, "--json"], "", tmp_path, **env)  # nothing listens now
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["label"] == "agressivo"
