@@ -58,8 +58,9 @@ class EmbeddingSettings(_Section):
 
 class EmotionSettings(_Section):
     # auto: the shipped classifier when its weights fit the embedder, else the lexicon.
+    # llm: the configured LLM judges every message, the classifier answering when it fails.
     detector: Literal[
-        "auto", "classifier", "ensemble", "finetuned", "transformers", "lexicon", "off"
+        "auto", "classifier", "ensemble", "finetuned", "transformers", "lexicon", "llm", "off"
     ] = "auto"
     # For the transformers detector (required there): a hub id or a local directory.
     model: str | None = Field(default=None, validate_default=True)
@@ -67,6 +68,11 @@ class EmotionSettings(_Section):
     confidence_threshold: float = Field(default=0.5, ge=0, le=1)
     calming_messages: int = Field(default=3, ge=1)
     states_file: Path | None = None  # edited copy of config/emotional_states.toml
+    # With an openai provider, readings scored under judge_below (default: the confidence
+    # threshold) are also asked of the LLM, concurrently with recall (core.emotion.llm_judge).
+    judge: bool = True
+    judge_below: float | None = Field(default=None, ge=0, le=1)
+    judge_timeout_s: float = Field(default=5.0, gt=0, le=120)
 
     @field_validator("model")
     @classmethod

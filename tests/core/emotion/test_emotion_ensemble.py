@@ -27,10 +27,10 @@ from core.emotion.ensemble import (
     lexicon_votes,
     read_ensemble_recipe,
 )
-from core.emotion.ensemble_train import assign_folds, training_folds
-from core.emotion.finetune import split_rows
 from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector, read_finetuned_recipe
 from core.emotion.language import guess_language
+from training.emotion.ensemble_train import assign_folds, training_folds
+from training.emotion.finetune import split_rows
 
 SEED = "você é inútil! essa resposta é ridícula"
 # The ensemble's classifier: the default classifier's recipe with more written examples.

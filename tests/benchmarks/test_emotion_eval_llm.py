@@ -1,0 +1,61 @@
+"""``benchmarks/emotion_eval.py --detector llm`` against the fake OpenAI-compatible server:
+the judge's readings are scored, and where it fails the classifier's reading counts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.openai_server import FakeOpenAI
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_judge_is_scored_with_the_classifier_where_it_fails(tmp_path: Path) -> None:
+    data = tmp_path / "mine_pt.tsv"
+    data.write_text(
+        "text\tlabel\n"
+        "você é inútil! essa resposta é ridícula\tagressivo\n"
+        "adorei, obrigado!\tfeliz\n"
+        "a reunião é às 14h\tneutro\n",
+        encoding="utf-8",
+    )
+
+    def respond(payload: dict[str, Any]) -> str:
+        text = payload["messages"][-1]["content"]
+        if "reunião" in text:
+            return "no idea"  # garbage: the classifier answers for this one
+        label = "agressivo" if "inútil" in text else "feliz"
+        return json.dumps({"label": label, "confidence": 0.8})
+
+    with FakeOpenAI.in_thread(default=respond) as fake:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "benchmarks/emotion_eval.py",
+                str(data),
+                "--detector",
+                "llm",
+                "--llm-base-url",
+                fake.url,
+                "--llm-model",
+                "fake-model",
+                "--weights",
+                str(REPO / "core/emotion/weights/classifier.npz"),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert proc.returncode == 0, proc.stderr
+    ours = json.loads(proc.stdout)[str(data)]["ours"]
+    assert ours["detector"] == "llm" and ours["n"] == 3
+    assert ours["judge"]["asked"] == 3 and ours["judge"]["failed"] == 1
+    assert ours["judge"]["judged_only"]["n"] == 2
+    assert ours["per_label"]["agressivo"]["recall"] == 1.0
+    assert ours["per_label"]["feliz"]["recall"] == 1.0
+    assert 0.0 <= ours["ece"] <= 1.0 and "neutral_as_agressivo" in ours
