@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from adapters.base import Adapter
+from adapters.registry import registry
 from akira_bot.features import builtin_modules
 from akira_bot.plugins import Plugin, PluginRef, resolve_all, set_up
 from akira_bot.settings import Settings
@@ -187,16 +188,13 @@ def build_handler(
 
 
 def build_adapters(settings: Settings, engine: Engine | ShardedEngine) -> list[Adapter]:
-    """Every platform adapter that has settings; with none, the console."""
+    """Every registered adapter (:mod:`adapters.registry`) whose settings enable it, in
+    registry order; an empty list means the console."""
     adapters: list[Adapter] = []
-    if settings.telegram.token is not None and settings.telegram.token.get_secret_value():
-        from adapters.telegram import TelegramAdapter
-
-        adapters.append(TelegramAdapter(engine, settings.telegram))
-    if settings.discord.token is not None and settings.discord.token.get_secret_value():
-        from adapters.discord import DiscordAdapter
-
-        adapters.append(DiscordAdapter(engine, settings.discord))
+    for spec in registry().values():
+        config = settings.adapter_settings(spec.name)
+        if spec.enabled(config):
+            adapters.append(spec.factory(engine, config))
     return adapters
 
 

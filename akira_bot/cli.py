@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from adapters.base import AdapterStartError
+from adapters.registry import registry
 from akira_bot.errors import CLIError
 from akira_bot.plugins import PluginError
 from akira_bot.settings import CONFIG_ENV, Settings, SettingsError, load_settings
@@ -45,23 +46,15 @@ class RedactSecrets(logging.Filter):
 
 def secret_values(settings: Settings) -> list[str]:
     values = []
-    for secret in (
-        settings.llm.api_key,
-        settings.telegram.token,
-        settings.telegram.webhook_secret,
-        settings.discord.token,
-    ):
-        if secret is not None:
-            values.append(secret.get_secret_value())
+    if settings.llm.api_key is not None:
+        values.append(settings.llm.api_key.get_secret_value())
+    for spec in registry().values():
+        values.extend(spec.secret_values(settings.adapter_settings(spec.name)))
     return values
 
 
-class DropVoiceWarnings(logging.Filter):
-    """discord.py warns at every start that voice needs PyNaCl and davey: AKIRA only
-    reads and writes text, so the warning says nothing to the person running it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "voice will NOT be supported" not in record.getMessage()
+# Chatty at INFO whatever the platform: HTTP clients and the database driver.
+NOISY_LOGGERS = ("httpx", "httpcore", "aiosqlite")
 
 
 def configure_logging(settings: Settings) -> None:
@@ -71,11 +64,15 @@ def configure_logging(settings: Settings) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level)
-    for noisy in ("httpx", "httpcore", "discord", "telegram", "aiosqlite"):
+    specs = registry().values()
+    for noisy in (*NOISY_LOGGERS, *(name for spec in specs for name in spec.noisy_loggers)):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
-    discord_client = logging.getLogger("discord.client")
-    if not any(isinstance(f, DropVoiceWarnings) for f in discord_client.filters):
-        discord_client.addFilter(DropVoiceWarnings())
+    for spec in specs:
+        for logger_name, make_filter in spec.log_filters:
+            logger = logging.getLogger(logger_name)
+            kind = type(make_filter())
+            if not any(isinstance(f, kind) for f in logger.filters):
+                logger.addFilter(make_filter())
 
 
 # --- commands -------------------------------------------------------------------------

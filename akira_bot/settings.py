@@ -12,6 +12,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     create_model,
@@ -150,10 +151,27 @@ class Settings(BaseSettings):
     bot: BotSettings = Field(default_factory=BotSettings)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
+    # Third-party adapters' settings, read on first use (adapter_settings).
+    _adapter_sections: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
     @property
     def database_path(self) -> Path:
         return self.data_dir / "akira.db"
+
+    def adapter_settings(self, name: str) -> BaseModel:
+        """The settings of the registered adapter ``name``: a field of these settings for
+        the built-in ones, else read from ``AKIRA_<NAME>__*`` and ``[<name>]`` with the
+        adapter's own model (read once, then kept)."""
+        if name in type(self).model_fields:
+            value = getattr(self, name)
+            assert isinstance(value, BaseModel)
+            return value
+        if name not in self._adapter_sections:
+            from adapters.registry import registry
+
+            spec = registry()[name]
+            self._adapter_sections[name] = load_section(name, spec.settings_model)
+        return self._adapter_sections[name]
 
     @classmethod
     def settings_customise_sources(
@@ -178,7 +196,9 @@ class _SettingsFile(TomlConfigSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         data = super().__call__()
-        claimed = set(_listed_plugins(data))
+        from adapters.registry import registry
+
+        claimed = {*_listed_plugins(data), *registry()}
         return {k: v for k, v in data.items() if k in Settings.model_fields or k not in claimed}
 
 

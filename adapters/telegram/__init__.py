@@ -5,12 +5,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from adapters.registry import AdapterSpec
 from adapters.telegram.config import TelegramConfig
 
 if TYPE_CHECKING:
+    from adapters.base import Adapter
+    from adapters.telegram.adapter import TelegramAdapter
+    from core.types import MessageHandler
+
+__all__ = ["ADAPTER", "TelegramAdapter", "TelegramConfig"]
+
+
+def _create(handler: MessageHandler, config: TelegramConfig) -> Adapter:
     from adapters.telegram.adapter import TelegramAdapter
 
-__all__ = ["TelegramAdapter", "TelegramConfig"]
+    return TelegramAdapter(handler, config)
+
+
+ADAPTER = AdapterSpec(
+    name="telegram",
+    settings_model=TelegramConfig,
+    factory=_create,
+    enabled=lambda config: config.enabled,
+    secrets=lambda config: (config.token, config.webhook_secret),
+    noisy_loggers=("telegram",),
+)
 
 
 def __getattr__(name: str) -> Any:
