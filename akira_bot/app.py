@@ -234,3 +234,43 @@ async def serve(
             except Exception:
                 log.exception("error stopping the %s adapter", adapter.name)
         await engine.close()
+
+
+async def run_bot(
+    settings: Settings | None = None,
+    *,
+    plugins: Sequence[PluginRef] = (),
+    llm: LLMProvider | None = None,
+    console_user: str | None = None,
+) -> None:
+    """Build the bot and run it until SIGTERM/SIGINT: every adapter its settings enable,
+    or with none the console (until its input ends). ``settings`` default to the
+    environment and settings file, as the CLI reads them; ``plugins`` are set up after
+    the built-ins and the ones the settings list (module paths, modules or setup
+    functions)."""
+    from akira_bot.settings import claim_sections, load_settings
+
+    if settings is None:
+        claim_sections(p.name for p in resolve_all(plugins))
+        settings = load_settings()
+    engine = build_handler(settings, llm=llm, plugins=plugins)
+    adapters = build_adapters(settings, engine)
+    if adapters:
+        await serve(settings, adapters, engine)
+        return
+    from adapters.console import ConsoleAdapter, ConsoleConfig
+
+    config = ConsoleConfig(user=console_user) if console_user else ConsoleConfig()
+    async with engine:
+        await ConsoleAdapter(engine, config).start()
+
+
+def run(
+    settings: Settings | None = None,
+    *,
+    plugins: Sequence[PluginRef] = (),
+    llm: LLMProvider | None = None,
+    console_user: str | None = None,
+) -> None:
+    """:func:`run_bot` from synchronous code (``if __name__ == "__main__": run(...)``)."""
+    asyncio.run(run_bot(settings, plugins=plugins, llm=llm, console_user=console_user))

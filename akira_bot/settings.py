@@ -198,8 +198,18 @@ class _SettingsFile(TomlConfigSettingsSource):
         data = super().__call__()
         from adapters.registry import registry
 
-        claimed = {*_listed_plugins(data), *registry()}
+        claimed = {*_listed_plugins(data), *registry(), *_CLAIMED}
         return {k: v for k, v in data.items() if k in Settings.model_fields or k not in claimed}
+
+
+# Sections of plugins given in code (not named in the settings): see claim_sections.
+_CLAIMED: set[str] = set()
+
+
+def claim_sections(names: Any) -> None:
+    """Let the settings file hold ``[<name>]`` tables for these plugins (ones given in
+    code rather than in ``bot.plugins``): call before loading the settings."""
+    _CLAIMED.update(names)
 
 
 def _listed_plugins(data: dict[str, Any]) -> list[str]:
