@@ -72,6 +72,18 @@ class AdapterSpec:
         return values
 
 
+def lazy_factory(target: str) -> Callable[[MessageHandler, Any], Adapter]:
+    """A factory for ``"package.module:AdapterClass"`` that imports it only when called,
+    so declaring an adapter never imports its platform library."""
+    module, _, name = target.partition(":")
+
+    def create(handler: MessageHandler, config: Any) -> Adapter:
+        adapter_class = getattr(importlib.import_module(module), name)
+        return adapter_class(handler, config)  # type: ignore[no-any-return]
+
+    return create
+
+
 def _load(target: str) -> AdapterSpec:
     module, _, attr = target.partition(":")
     spec = getattr(importlib.import_module(module), attr or "ADAPTER")

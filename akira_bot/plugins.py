@@ -26,7 +26,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel
 
@@ -53,6 +53,12 @@ StageFunction = Callable[[TurnContext, CallNext], Awaitable[None]]
 SectionFunction = Callable[[TurnContext], Awaitable[str | PromptSection | None]]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class CommandOptions(TypedDict, total=False):
+    description_pt: str  # /help's text for Portuguese speakers
+    admin_only: bool
+    args_hint: str  # "<key: content>"; a Discord slash command gets a text option
 
 
 class PluginError(RuntimeError):
@@ -184,25 +190,13 @@ class PluginAPI:
     # -- registering --------------------------------------------------------------------
 
     def command(
-        self,
-        name: str,
-        description: str,
-        *,
-        description_pt: str = "",
-        admin_only: bool = False,
-        args_hint: str = "",
+        self, name: str, description: str, **options: Unpack[CommandOptions]
     ) -> Callable[[CommandHandler], CommandHandler]:
         """Decorator for ``async def handler(ctx, args) -> str | Reply | None``: a chat
         command on every platform (Telegram's command list, a Discord slash command,
-        the console). ``admin_only`` commands are refused to others before the handler
-        runs."""
-        return self.router.command(
-            name,
-            description,
-            description_pt=description_pt,
-            admin_only=admin_only,
-            args_hint=args_hint,
-        )
+        the console). Options: ``description_pt``, ``admin_only`` (refused to others
+        before the handler runs), ``args_hint``."""
+        return self.router.command(name, description, **options)
 
     def stage(
         self, name: str, *, before: str | None = None, after: str | None = None

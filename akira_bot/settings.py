@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -129,7 +129,29 @@ class BotSettings(_Section):
         return names
 
 
-class Settings(BaseSettings):
+class _AkiraSources(BaseSettings):
+    """Where AKIRA's settings come from, in priority order: values given in code, the
+    environment, the TOML file (``AKIRA_CONFIG``, else ./akira.toml when present)."""
+
+    _file_source: ClassVar[type[TomlConfigSettingsSource]]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml_path = _toml_path()
+        if toml_path is not None:
+            sources.append(cls._file_source(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+
+class Settings(_AkiraSources):
     model_config = SettingsConfigDict(
         env_prefix="AKIRA_",
         env_nested_delimiter="__",
@@ -173,20 +195,7 @@ class Settings(BaseSettings):
             self._adapter_sections[name] = load_section(name, spec.settings_model)
         return self._adapter_sections[name]
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        toml_path = _toml_path()
-        if toml_path is not None:
-            sources.append(_SettingsFile(settings_cls, toml_file=toml_path))
-        return tuple(sources)
+    _file_source: ClassVar[type[TomlConfigSettingsSource]]  # set below: _SettingsFile
 
 
 class _SettingsFile(TomlConfigSettingsSource):
@@ -212,6 +221,9 @@ def claim_sections(names: Any) -> None:
     _CLAIMED.update(names)
 
 
+Settings._file_source = _SettingsFile
+
+
 def _listed_plugins(data: dict[str, Any]) -> list[str]:
     from akira_bot.plugins import plugin_name
 
@@ -228,7 +240,7 @@ def _listed_plugins(data: dict[str, Any]) -> list[str]:
     return [plugin_name(r) for r in refs if isinstance(r, str)]
 
 
-class _SectionSettings(BaseSettings):
+class _SectionSettings(_AkiraSources):
     """Reads one extra settings section (a plugin's): ``AKIRA_<NAME>__*`` and the
     settings file's ``[<name>]`` table; everything else in them is someone else's."""
 
@@ -236,20 +248,8 @@ class _SectionSettings(BaseSettings):
         env_prefix="AKIRA_", env_nested_delimiter="__", extra="ignore", env_ignore_empty=True
     )
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        toml_path = _toml_path()
-        if toml_path is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
-        return tuple(sources)
+    # Every table is read (extra="ignore"); the section's own model judges its table.
+    _file_source: ClassVar[type[TomlConfigSettingsSource]] = TomlConfigSettingsSource
 
 
 def load_section(name: str, model: type[M]) -> M:

@@ -7,12 +7,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from adapters.discord.config import DiscordConfig
-from adapters.registry import AdapterSpec
+from adapters.registry import AdapterSpec, lazy_factory
 
 if TYPE_CHECKING:
-    from adapters.base import Adapter
     from adapters.discord.adapter import DiscordAdapter, DiscordStartError
-    from core.types import MessageHandler
 
 __all__ = ["ADAPTER", "DiscordAdapter", "DiscordConfig", "DiscordStartError", "DropVoiceWarnings"]
 
@@ -25,16 +23,10 @@ class DropVoiceWarnings(logging.Filter):
         return "voice will NOT be supported" not in record.getMessage()
 
 
-def _create(handler: MessageHandler, config: DiscordConfig) -> Adapter:
-    from adapters.discord.adapter import DiscordAdapter
-
-    return DiscordAdapter(handler, config)
-
-
 ADAPTER = AdapterSpec(
     name="discord",
     settings_model=DiscordConfig,
-    factory=_create,
+    factory=lazy_factory("adapters.discord.adapter:DiscordAdapter"),
     secrets=lambda config: (config.token,),
     noisy_loggers=("discord",),
     log_filters=(("discord.client", DropVoiceWarnings),),

@@ -5,27 +5,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from adapters.registry import AdapterSpec
+from adapters.registry import AdapterSpec, lazy_factory
 from adapters.telegram.config import TelegramConfig
 
 if TYPE_CHECKING:
-    from adapters.base import Adapter
     from adapters.telegram.adapter import TelegramAdapter
-    from core.types import MessageHandler
 
 __all__ = ["ADAPTER", "TelegramAdapter", "TelegramConfig"]
-
-
-def _create(handler: MessageHandler, config: TelegramConfig) -> Adapter:
-    from adapters.telegram.adapter import TelegramAdapter
-
-    return TelegramAdapter(handler, config)
 
 
 ADAPTER = AdapterSpec(
     name="telegram",
     settings_model=TelegramConfig,
-    factory=_create,
+    factory=lazy_factory("adapters.telegram.adapter:TelegramAdapter"),
     enabled=lambda config: config.enabled,
     secrets=lambda config: (config.token, config.webhook_secret),
     noisy_loggers=("telegram",),

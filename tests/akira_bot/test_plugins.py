@@ -4,9 +4,6 @@ and a failing plugin stopping the bot with one line."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -14,21 +11,11 @@ import pytest
 
 from akira_bot.plugins import PluginAPI, PluginError, plugin_name
 from akira_bot.settings import load_settings
-from akira_bot.testing import BotTester
+from akira_bot.testing import BotTester, cli_env, run_cli
 from core.commands import CommandRouter
 from core.pipeline import CallNext, TurnContext
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
-    return env | {
-        "AKIRA_LLM__PROVIDER": "scripted",
-        "AKIRA_EMBEDDING__BACKEND": "hashing",
-        "PYTHONPATH": os.pathsep.join([str(REPO), extra.pop("EXTRA_PATH", "")]),
-        **extra,
-    }
 
 
 def write_plugin(folder: Path, name: str, body: str) -> None:
@@ -191,21 +178,15 @@ def test_a_failing_plugin_stops_the_bot_with_one_line(
 ) -> None:
     if body is not None:
         write_plugin(tmp_path / "plugins", plugin, body)
-    env = clean_env(
+    env = cli_env(
+        path=[REPO, tmp_path / "plugins"],
         AKIRA_DATA_DIR=str(tmp_path / "data"),
+        AKIRA_LLM__PROVIDER="scripted",
+        AKIRA_EMBEDDING__BACKEND="hashing",
         AKIRA_BOT__PLUGINS=f'["{plugin}"]',
         AKIRA_BOT__WORKERS=workers,
-        EXTRA_PATH=str(tmp_path / "plugins"),
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "akira_bot.cli", "chat"],
-        input="hello\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    proc = run_cli("chat", input="hello\n", env=env, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("akira-bot:")]
     assert len(lines) == 1 and expected in lines[0] and repr(plugin) in lines[0], proc.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from akira_bot.plugins import PluginError
-from akira_bot.testing import BotTester
+from akira_bot.testing import BotTester, cli_env
 from examples.dice.dice import DiceSettings, roll
 from examples.faq.faq import HOUSE_RULES
 
@@ -60,13 +59,13 @@ async def test_faq_stage_answers_known_questions_and_the_section_joins_the_promp
 
 
 def test_the_bot_assembled_in_code_runs(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")} | {
-        "AKIRA_DATA_DIR": str(tmp_path / "data"),
-        "AKIRA_LLM__PROVIDER": "scripted",
-        "AKIRA_LLM__SCRIPT": '["Hello, guest!"]',
-        "AKIRA_EMBEDDING__BACKEND": "hashing",
-        "PYTHONPATH": str(REPO),
-    }
+    env = cli_env(
+        path=[REPO],
+        AKIRA_DATA_DIR=str(tmp_path / "data"),
+        AKIRA_LLM__PROVIDER="scripted",
+        AKIRA_LLM__SCRIPT='["Hello, guest!"]',
+        AKIRA_EMBEDDING__BACKEND="hashing",
+    )
     proc = subprocess.run(
         [sys.executable, str(REPO / "examples" / "in_code" / "bot.py")],
         input="/whoami\nhello\n/stats\n",

@@ -6,17 +6,14 @@ with AKIRA_BOT__WORKERS=2. Every bot here is the real `akira-bot` in a subproces
 
 from __future__ import annotations
 
-import asyncio
-import os
 import shutil
-import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from akira_bot.testing import cli_env, run_cli, running_cli
 from akira_bot.testing.discord_api import FakeDiscord
 from akira_bot.testing.telegram_api import FakeTelegramServer
 
@@ -55,18 +52,18 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def bot_env(site: Path, data: Path, workers: int, **extra: str) -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")} | {
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(site)]),
-        "AKIRA_DATA_DIR": str(data),
-        "AKIRA_LLM__PROVIDER": "scripted",
-        "AKIRA_LLM__SCRIPT": f'["{MODEL_REPLY}"]',
-        "AKIRA_EMBEDDING__BACKEND": "hashing",
-        "AKIRA_BOT__WORKERS": str(workers),
+    return cli_env(
+        path=[REPO, site],
+        AKIRA_DATA_DIR=str(data),
+        AKIRA_LLM__PROVIDER="scripted",
+        AKIRA_LLM__SCRIPT=f'["{MODEL_REPLY}"]',
+        AKIRA_EMBEDDING__BACKEND="hashing",
+        AKIRA_BOT__WORKERS=str(workers),
         # The plugin is enabled by this and nothing else; its own setting:
-        "AKIRA_BOT__PLUGINS": '["shout"]',
-        "AKIRA_SHOUT__SIGN": SIGN,
+        AKIRA_BOT__PLUGINS='["shout"]',
+        AKIRA_SHOUT__SIGN=SIGN,
         **extra,
-    }
+    )
 
 
 def test_the_plugin_is_not_importable_without_its_install() -> None:
@@ -77,11 +74,11 @@ def test_the_plugin_is_not_importable_without_its_install() -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_console(site: Path, tmp_path: Path, workers: int) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "akira_bot.cli", "chat", "--user", "ana"],
+    proc = run_cli(
+        "chat",
+        "--user",
+        "ana",
         input="/shout hello\nhow are you?\n",
-        capture_output=True,
-        text=True,
         env=bot_env(site, tmp_path / "data", workers),
         cwd=tmp_path,
         timeout=180,
@@ -90,60 +87,20 @@ def test_console(site: Path, tmp_path: Path, workers: int) -> None:
     assert proc.stdout.strip().splitlines() == ["HELLO!", f"{MODEL_REPLY} {SIGN}"]
 
 
-async def start_bot(env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "akira_bot.cli",
-        "run",
-        env=env,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-async def stop_bot(proc: asyncio.subprocess.Process) -> str:
-    if proc.returncode is None:
-        proc.send_signal(signal.SIGTERM)
-    _, err = await asyncio.wait_for(proc.communicate(), 40)
-    assert proc.returncode == 0, err.decode()[-2000:]
-    return err.decode()
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 async def test_telegram(site: Path, tmp_path: Path, workers: int) -> None:
     async with FakeTelegramServer() as fake:
-        env = bot_env(
-            site,
-            tmp_path / "data",
-            workers,
-            AKIRA_TELEGRAM__TOKEN=fake.token,
-            AKIRA_TELEGRAM__BASE_URL=fake.base_url,
-            AKIRA_TELEGRAM__POLL_TIMEOUT="1",
-        )
-        proc = await start_bot(env, tmp_path)
-        try:
+        env = bot_env(site, tmp_path / "data", workers, **fake.settings_env())
+        async with running_cli("run", env=env, cwd=tmp_path) as bot:
             await fake.wait_for(lambda: bool(fake.calls_to("getUpdates")), within=60)
-            fake.send_text("/shout hello", user_id=42)
-            fake.send_text("how are you?", user_id=42)
+            for text in ("/shout hello", "how are you?"):
+                fake.send_text(text, user_id=42)
             texts = await fake.wait_for_texts(2, 42, within=30)
-        finally:
-            err = await stop_bot(proc)
+    assert bot.status == 0, bot.stderr[-2000:]
+    err = bot.stderr
     assert texts == ["HELLO!", f"{MODEL_REPLY} {SIGN}"]
     assert "shout" in fake.commands_for()  # in Telegram's command list
     assert fake.token not in err
-
-
-@pytest.fixture
-async def discord() -> AsyncIterator[FakeDiscord]:
-    server = FakeDiscord(heartbeat_interval_ms=1000)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 def replied(discord: FakeDiscord, channel: int) -> bool:
@@ -151,27 +108,23 @@ def replied(discord: FakeDiscord, channel: int) -> bool:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-async def test_discord(site: Path, tmp_path: Path, discord: FakeDiscord, workers: int) -> None:
+async def test_discord(site: Path, tmp_path: Path, workers: int) -> None:
+    async with FakeDiscord(heartbeat_interval_ms=1000) as discord:
+        await talk_on_discord(site, tmp_path, discord, workers)
+
+
+async def talk_on_discord(site: Path, tmp_path: Path, discord: FakeDiscord, workers: int) -> None:
     alice = discord.add_user("alice")
-    env = bot_env(
-        site,
-        tmp_path / "data",
-        workers,
-        AKIRA_DISCORD__TOKEN=discord.token,
-        AKIRA_DISCORD__API_BASE=discord.api_base,
-        AKIRA_DISCORD__GATEWAY_URL=discord.gateway_url,
-        AKIRA_DISCORD__GUILD_READY_TIMEOUT_S="0.05",
-    )
-    proc = await start_bot(env, tmp_path)
-    try:
+    env = bot_env(site, tmp_path / "data", workers, **discord.settings_env())
+    async with running_cli("run", env=env, cwd=tmp_path) as bot:
         await discord.wait_for(lambda: discord.identifies and discord.command_syncs, within=60)
         interaction = await discord.slash(alice, "shout", "hello")
         await discord.wait_for(lambda: discord.events_for(interaction), within=30)
         await discord.user_message(alice, "how are you?")
         channel = discord.dm_channel_id(alice)
         await discord.wait_for(lambda: replied(discord, channel), within=30)
-    finally:
-        err = await stop_bot(proc)
+    assert bot.status == 0, bot.stderr[-2000:]
+    err = bot.stderr
     assert [e.content for e in discord.events_for(interaction)] == ["HELLO!"]
     # The slash command's answer and the model's reply, signed by the stage.
     assert [m["content"] for m in discord.bot_messages_in(channel)][-1] == f"{MODEL_REPLY} {SIGN}"
