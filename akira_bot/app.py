@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from adapters.base import Adapter
+from adapters.registry import registry
 from akira_bot.features import builtin_modules
 from akira_bot.plugins import Plugin, PluginRef, resolve_all, set_up
 from akira_bot.settings import Settings
@@ -191,16 +192,13 @@ def build_handler(
 
 
 def build_adapters(settings: Settings, engine: Engine | ShardedEngine) -> list[Adapter]:
-    """Every platform adapter that has settings; with none, the console."""
+    """Every registered adapter (:mod:`adapters.registry`) whose settings enable it, in
+    registry order; an empty list means the console."""
     adapters: list[Adapter] = []
-    if settings.telegram.token is not None and settings.telegram.token.get_secret_value():
-        from adapters.telegram import TelegramAdapter
-
-        adapters.append(TelegramAdapter(engine, settings.telegram))
-    if settings.discord.token is not None and settings.discord.token.get_secret_value():
-        from adapters.discord import DiscordAdapter
-
-        adapters.append(DiscordAdapter(engine, settings.discord))
+    for spec in registry().values():
+        config = settings.adapter_settings(spec.name)
+        if spec.enabled(config):
+            adapters.append(spec.factory(engine, config))
     return adapters
 
 
@@ -245,3 +243,52 @@ async def serve(
                 log.exception("error stopping the %s adapter", adapter.name)
         if engine_started:
             await engine.close()
+
+
+async def run_bot(
+    settings: Settings | None = None,
+    *,
+    plugins: Sequence[PluginRef] = (),
+    llm: LLMProvider | None = None,
+    console_user: str | None = None,
+) -> None:
+    """Build the bot and run it until SIGTERM/SIGINT: every adapter its settings enable,
+    or with none the console (until its input ends). ``settings`` default to the
+    environment and settings file, as the CLI reads them; ``plugins`` are set up after
+    the built-ins and the ones the settings list (module paths, modules or setup
+    functions)."""
+    from akira_bot.settings import claim_sections, load_settings
+
+    if settings is None:
+        claim_sections(p.name for p in resolve_all(plugins))
+        settings = load_settings()
+    http = settings.http.port is not None
+    if http:
+        from akira_bot.http.server import prepare_metrics
+
+        prepare_metrics(settings.bot.workers)  # before the workers start
+    engine = build_handler(settings, llm=llm, plugins=plugins)
+    adapters = build_adapters(settings, engine)
+    if http:  # the API alone counts as configured: no console then
+        from akira_bot.http.server import HttpAdapter
+
+        adapters.append(HttpAdapter(settings, engine, adapters=list(adapters)))
+    if adapters:
+        await serve(settings, adapters, engine)
+        return
+    from adapters.console import ConsoleAdapter, ConsoleConfig
+
+    config = ConsoleConfig(user=console_user) if console_user else ConsoleConfig()
+    async with engine:
+        await ConsoleAdapter(engine, config).start()
+
+
+def run(
+    settings: Settings | None = None,
+    *,
+    plugins: Sequence[PluginRef] = (),
+    llm: LLMProvider | None = None,
+    console_user: str | None = None,
+) -> None:
+    """:func:`run_bot` from synchronous code (``if __name__ == "__main__": run(...)``)."""
+    asyncio.run(run_bot(settings, plugins=plugins, llm=llm, console_user=console_user))

@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from adapters.base import AdapterStartError
+from adapters.registry import registry
 from akira_bot.errors import CLIError
 from akira_bot.plugins import PluginError
 from akira_bot.settings import CONFIG_ENV, Settings, SettingsError, load_settings
@@ -45,17 +46,12 @@ class RedactSecrets(logging.Filter):
 
 def secret_values(settings: Settings) -> list[str]:
     values = []
-    for secret in (
-        settings.llm.api_key,
-        settings.telegram.token,
-        settings.telegram.webhook_secret,
-        settings.discord.token,
-        settings.storage.postgres_dsn,
-        settings.http.jwt_secret,
-    ):
+    for secret in (settings.llm.api_key, settings.storage.postgres_dsn, settings.http.jwt_secret):
         if secret is not None:
             values.append(secret.get_secret_value())
     values.extend(dsn_password(settings))
+    for spec in registry().values():
+        values.extend(spec.secret_values(settings.adapter_settings(spec.name)))
     return values
 
 
@@ -73,12 +69,8 @@ def dsn_password(settings: Settings) -> list[str]:
     return [password] if password else []
 
 
-class DropVoiceWarnings(logging.Filter):
-    """discord.py warns at every start that voice needs PyNaCl and davey: AKIRA only
-    reads and writes text, so the warning says nothing to the person running it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "voice will NOT be supported" not in record.getMessage()
+# Chatty at INFO whatever the platform: HTTP clients and the database driver.
+NOISY_LOGGERS = ("httpx", "httpcore", "aiosqlite")
 
 
 def configure_logging(settings: Settings) -> None:
@@ -93,11 +85,15 @@ def configure_logging(settings: Settings) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level)
-    for noisy in ("httpx", "httpcore", "discord", "telegram", "aiosqlite"):
+    specs = registry().values()
+    for noisy in (*NOISY_LOGGERS, *(name for spec in specs for name in spec.noisy_loggers)):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
-    discord_client = logging.getLogger("discord.client")
-    if not any(isinstance(f, DropVoiceWarnings) for f in discord_client.filters):
-        discord_client.addFilter(DropVoiceWarnings())
+    for spec in specs:
+        for logger_name, make_filter in spec.log_filters:
+            logger = logging.getLogger(logger_name)
+            kind = type(make_filter())
+            if not any(isinstance(f, kind) for f in logger.filters):
+                logger.addFilter(make_filter())
 
 
 # --- commands -------------------------------------------------------------------------
@@ -108,22 +104,9 @@ def _run(coro: Coroutine[Any, Any, int | None]) -> int:
 
 
 async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    from akira_bot.app import build_adapters, build_handler, serve
+    from akira_bot.app import run_bot
 
-    http = settings.http.port is not None
-    if http:
-        from akira_bot.http.server import prepare_metrics
-
-        prepare_metrics(settings.bot.workers)
-    engine = build_handler(settings)
-    adapters = build_adapters(settings, engine)
-    if http:  # the API alone counts as configured: no console then
-        from akira_bot.http.server import HttpAdapter
-
-        adapters.append(HttpAdapter(settings, engine, adapters=list(adapters)))
-    if not adapters:
-        return await cmd_chat(settings, args, engine=engine)
-    await serve(settings, adapters, engine)
+    await run_bot(settings, console_user=args.user)
     return 0
 
 

@@ -406,7 +406,7 @@ async def import_history(
         summary.imported = len(nodes)
         summary.per_user.update(n.owner for n in nodes)
         return summary
-    tracker = services.extras.get("emotion_tracker")
+    tracker = services.emotion
     first_seen: dict[str, datetime] = {}
     for node in nodes:  # time order: the first node of an owner is their earliest
         first_seen.setdefault(node.owner, node.timestamp)

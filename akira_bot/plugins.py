@@ -2,7 +2,8 @@
 
 A plugin is a module with a top-level ``setup(api)``; ``api`` is a :class:`PluginAPI`.
 It is enabled by naming it in ``AKIRA_BOT__PLUGINS`` (TOML ``[bot] plugins = [...]``):
-a module path (``mybot.plugins.dice``) or the name of an entry point in the group
+a module path (``mybot.plugins.dice``), a function in one (``mybot.bot:greeter``, a
+``setup`` by another name) or the name of an entry point in the group
 ``akira_bot.plugins`` (pointing at the module or straight at its ``setup``).
 
 Plugins are set up each time an engine is built, so in every engine process
@@ -25,7 +26,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel
 
@@ -54,6 +55,12 @@ SectionFunction = Callable[[TurnContext], Awaitable[str | PromptSection | None]]
 M = TypeVar("M", bound=BaseModel)
 
 
+class CommandOptions(TypedDict, total=False):
+    description_pt: str  # /help's text for Portuguese speakers
+    admin_only: bool
+    args_hint: str  # "<key: content>"; a Discord slash command gets a text option
+
+
 class PluginError(RuntimeError):
     """A plugin could not be found, imported or set up: one line, naming it."""
 
@@ -68,9 +75,11 @@ class Plugin:
 
 
 def plugin_name(ref: str) -> str:
-    """The name a plugin's settings and messages go by: an entry point's own name, a
-    module path's last part (``mybot.plugins.dice`` -> ``dice``), as an identifier."""
-    tail = ref.split(":")[0].rsplit(".", 1)[-1]
+    """The name a plugin's settings and messages go by, as an identifier: an entry
+    point's own name, a module path's last part (``mybot.plugins.dice`` -> ``dice``), a
+    function's name (``mybot.bot:greeter`` -> ``greeter``; ``...:setup`` -> the module's)."""
+    module, _, attr = ref.partition(":")
+    tail = attr if attr and attr != "setup" else module.rsplit(".", 1)[-1]
     return re.sub(r"\W", "_", tail).lower()
 
 
@@ -93,18 +102,20 @@ def resolve(ref: PluginRef) -> Plugin:
     if isinstance(ref, ModuleType):
         return Plugin(plugin_name(ref.__name__), _setup_of(ref, ref.__name__), ref.__name__)
     if not isinstance(ref, str):
-        module = getattr(ref, "__module__", "") or ""
-        name = plugin_name(module) if module and module != "__main__" else ref.__name__
-        return Plugin(name, ref, f"{module}:{ref.__qualname__}")
+        full = f"{getattr(ref, '__module__', None) or '__main__'}:{ref.__qualname__}"
+        return Plugin(plugin_name(f"{ref.__module__}:{ref.__name__}"), ref, full)
     entry = _entry_point(ref)
+    module, _, attr = ref.partition(":")
     try:
         if entry is not None:
             return Plugin(plugin_name(ref), _setup_of(entry.load(), ref), ref)
-        return Plugin(plugin_name(ref), _setup_of(importlib.import_module(ref), ref), ref)
+        loaded = importlib.import_module(module)
+        target = getattr(loaded, attr) if attr else loaded
+        return Plugin(plugin_name(ref), _setup_of(target, ref), ref)
     except PluginError:
         raise
     except ModuleNotFoundError as exc:
-        if entry is None and exc.name is not None and ref.startswith(exc.name):
+        if entry is None and exc.name is not None and module.startswith(exc.name):
             raise PluginError(
                 f"plugin {ref!r}: no module or {PLUGIN_GROUP!r} entry point of that name"
             ) from None
@@ -179,25 +190,13 @@ class PluginAPI:
     # -- registering --------------------------------------------------------------------
 
     def command(
-        self,
-        name: str,
-        description: str,
-        *,
-        description_pt: str = "",
-        admin_only: bool = False,
-        args_hint: str = "",
+        self, name: str, description: str, **options: Unpack[CommandOptions]
     ) -> Callable[[CommandHandler], CommandHandler]:
         """Decorator for ``async def handler(ctx, args) -> str | Reply | None``: a chat
         command on every platform (Telegram's command list, a Discord slash command,
-        the console). ``admin_only`` commands are refused to others before the handler
-        runs."""
-        return self.router.command(
-            name,
-            description,
-            description_pt=description_pt,
-            admin_only=admin_only,
-            args_hint=args_hint,
-        )
+        the console). Options: ``description_pt``, ``admin_only`` (refused to others
+        before the handler runs), ``args_hint``."""
+        return self.router.command(name, description, **options)
 
     def stage(
         self, name: str, *, before: str | None = None, after: str | None = None

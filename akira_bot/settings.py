@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -181,7 +182,29 @@ class LogSettings(_Section):
     format: Literal["text", "json"] = "text"
 
 
-class Settings(BaseSettings):
+class _AkiraSources(BaseSettings):
+    """Where AKIRA's settings come from, in priority order: values given in code, the
+    environment, the TOML file (``AKIRA_CONFIG``, else ./akira.toml when present)."""
+
+    _file_source: ClassVar[type[TomlConfigSettingsSource]]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml_path = _toml_path()
+        if toml_path is not None:
+            sources.append(cls._file_source(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+
+class Settings(_AkiraSources):
     model_config = SettingsConfigDict(
         env_prefix="AKIRA_",
         env_nested_delimiter="__",
@@ -205,25 +228,29 @@ class Settings(BaseSettings):
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
     http: HttpSettings = Field(default_factory=HttpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    # Third-party adapters' settings, read on first use (adapter_settings).
+    _adapter_sections: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
     @property
     def database_path(self) -> Path:
         return self.data_dir / "akira.db"
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        toml_path = _toml_path()
-        if toml_path is not None:
-            sources.append(_SettingsFile(settings_cls, toml_file=toml_path))
-        return tuple(sources)
+    def adapter_settings(self, name: str) -> BaseModel:
+        """The settings of the registered adapter ``name``: a field of these settings for
+        the built-in ones, else read from ``AKIRA_<NAME>__*`` and ``[<name>]`` with the
+        adapter's own model (read once, then kept)."""
+        if name in type(self).model_fields:
+            value = getattr(self, name)
+            assert isinstance(value, BaseModel)
+            return value
+        if name not in self._adapter_sections:
+            from adapters.registry import registry
+
+            spec = registry()[name]
+            self._adapter_sections[name] = load_section(name, spec.settings_model)
+        return self._adapter_sections[name]
+
+    _file_source: ClassVar[type[TomlConfigSettingsSource]]  # set below: _SettingsFile
 
 
 class _SettingsFile(TomlConfigSettingsSource):
@@ -233,8 +260,23 @@ class _SettingsFile(TomlConfigSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         data = super().__call__()
-        claimed = set(_listed_plugins(data))
+        from adapters.registry import registry
+
+        claimed = {*_listed_plugins(data), *registry(), *_CLAIMED}
         return {k: v for k, v in data.items() if k in Settings.model_fields or k not in claimed}
+
+
+# Sections of plugins given in code (not named in the settings): see claim_sections.
+_CLAIMED: set[str] = set()
+
+
+def claim_sections(names: Any) -> None:
+    """Let the settings file hold ``[<name>]`` tables for these plugins (ones given in
+    code rather than in ``bot.plugins``): call before loading the settings."""
+    _CLAIMED.update(names)
+
+
+Settings._file_source = _SettingsFile
 
 
 def _listed_plugins(data: dict[str, Any]) -> list[str]:
@@ -253,7 +295,7 @@ def _listed_plugins(data: dict[str, Any]) -> list[str]:
     return [plugin_name(r) for r in refs if isinstance(r, str)]
 
 
-class _SectionSettings(BaseSettings):
+class _SectionSettings(_AkiraSources):
     """Reads one extra settings section (a plugin's): ``AKIRA_<NAME>__*`` and the
     settings file's ``[<name>]`` table; everything else in them is someone else's."""
 
@@ -261,20 +303,8 @@ class _SectionSettings(BaseSettings):
         env_prefix="AKIRA_", env_nested_delimiter="__", extra="ignore", env_ignore_empty=True
     )
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        toml_path = _toml_path()
-        if toml_path is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
-        return tuple(sources)
+    # Every table is read (extra="ignore"); the section's own model judges its table.
+    _file_source: ClassVar[type[TomlConfigSettingsSource]] = TomlConfigSettingsSource
 
 
 def load_section(name: str, model: type[M]) -> M:

@@ -4,6 +4,9 @@
   commands as a user on a platform, check the replies and the LLM's prompts;
 - :class:`ChatScenario`: NoneBug-style expectations (``receive(...).should_call_send(...)``);
 - :func:`make_message`, :func:`ask`: one message as an adapter builds it, handed to an engine;
+- :func:`cli_env`, :func:`run_cli`, :func:`running_cli`, :func:`start_cli`,
+  :func:`stop_cli`: the real
+  ``akira-bot`` in a subprocess;
 - the local fakes the real platform libraries talk to (they need ``aiohttp``, the
   ``testing`` extra): ``akira_bot.testing.telegram_api.FakeTelegramServer`` (the Bot
   API), ``akira_bot.testing.discord_api.FakeDiscord`` (gateway and REST),
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from akira_bot.testing.cli import CliRun, cli_env, run_cli, running_cli, start_cli, stop_cli
 from akira_bot.testing.harness import BotTester
 from akira_bot.testing.messages import ask, make_message
 from akira_bot.testing.scenario import ChatScenario, Expectation, Turn
@@ -26,13 +30,19 @@ if TYPE_CHECKING:
 __all__ = [
     "BotTester",
     "ChatScenario",
+    "CliRun",
     "Expectation",
     "FakeDiscord",
     "FakeOpenAI",
     "FakeTelegramServer",
     "Turn",
     "ask",
+    "cli_env",
     "make_message",
+    "run_cli",
+    "running_cli",
+    "start_cli",
+    "stop_cli",
 ]
 
 _FAKES = {

@@ -290,6 +290,13 @@ class FakeDiscord:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    async def __aenter__(self) -> FakeDiscord:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     @property
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self.port}{API_PREFIX}"
@@ -297,6 +304,15 @@ class FakeDiscord:
     @property
     def gateway_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/"
+
+    def settings_env(self) -> dict[str, str]:
+        """The ``AKIRA_DISCORD__*`` variables that point a bot at this server."""
+        return {
+            "AKIRA_DISCORD__TOKEN": self.token,
+            "AKIRA_DISCORD__API_BASE": self.api_base,
+            "AKIRA_DISCORD__GATEWAY_URL": self.gateway_url,
+            "AKIRA_DISCORD__GUILD_READY_TIMEOUT_S": "0.05",
+        }
 
     # ------------------------------------------------------------------ world setup
 

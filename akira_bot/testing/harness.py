@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from akira_bot.app import build_engine
-from akira_bot.plugins import PluginRef
-from akira_bot.settings import Settings
+from akira_bot.plugins import PluginRef, resolve_all
+from akira_bot.settings import Settings, claim_sections
 from akira_bot.testing.messages import ask, make_message
 from akira_bot.testing.scenario import ChatScenario
 from core.engine import Engine
@@ -88,6 +88,7 @@ class BotTester:
             self._tmp = tempfile.TemporaryDirectory(prefix="akira-test-")
             data_dir = Path(self._tmp.name)
         values = _merge({**TEST_DEFAULTS, "data_dir": data_dir}, self._overrides)
+        claim_sections(p.name for p in resolve_all(self.plugins))
         try:
             self._engine = build_engine(Settings(**values), llm=self.llm, plugins=self.plugins)
             await self._engine.start()

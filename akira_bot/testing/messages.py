@@ -33,6 +33,7 @@ def make_message(
     message_id: str | None = None,
     reply_to: str | None = None,
     name: str | None = None,
+    locale: str | None = None,
 ) -> IncomingMessage:
     """An incoming message as an adapter would build it (commands parsed from the text)."""
     chat_id = chat or (f"dm-{user}" if kind is ChatKind.DM else "group-1")
@@ -48,6 +49,7 @@ def make_message(
         reply_to_id=reply_to,
         addressed=addressed,
         command=Command.parse(text),
+        locale=locale,
     )
 
 

@@ -171,6 +171,14 @@ class FakeTelegramServer:
     def base_url(self) -> str:
         return f"http://{self._host}:{self._port}/bot"
 
+    def settings_env(self) -> dict[str, str]:
+        """The ``AKIRA_TELEGRAM__*`` variables that point a bot at this server."""
+        return {
+            "AKIRA_TELEGRAM__TOKEN": self.token,
+            "AKIRA_TELEGRAM__BASE_URL": self.base_url,
+            "AKIRA_TELEGRAM__POLL_TIMEOUT": "1",
+        }
+
     @property
     def bot_id(self) -> int:
         bot_id: int = self.bot["id"]

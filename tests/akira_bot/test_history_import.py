@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from akira_bot.history_import import ImportFormatError, import_history, read_history
+from akira_bot.testing import cli_env, run_cli
 from core.storage import NodeType
 
 
@@ -231,24 +230,14 @@ def test_format_detection_and_file_errors(tmp_path: Path) -> None:
 
 
 def _cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
-    env.update(
-        {
-            "AKIRA_DATA_DIR": str(tmp_path / "data"),
-            "AKIRA_EMBEDDING__BACKEND": "hashing",
-            "AKIRA_EMOTION__DETECTOR": "lexicon",
-            "AKIRA_LLM__PROVIDER": "scripted",
-            "AKIRA_BOT__OWN_IDS": '["telegram:999"]',
-        }
+    env = cli_env(
+        AKIRA_DATA_DIR=str(tmp_path / "data"),
+        AKIRA_EMBEDDING__BACKEND="hashing",
+        AKIRA_EMOTION__DETECTOR="lexicon",
+        AKIRA_LLM__PROVIDER="scripted",
+        AKIRA_BOT__OWN_IDS='["telegram:999"]',
     )
-    return subprocess.run(
-        [sys.executable, "-m", "akira_bot.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    return run_cli(*args, env=env, cwd=tmp_path)
 
 
 def test_cli_import_then_memory_search_finds_messages_with_their_times(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from akira_bot.settings import Settings, SettingsError, default_data_dir, load_settings
+from akira_bot.testing import cli_env, run_cli
 
 ENV_KEYS = [k for k in os.environ if k.startswith("AKIRA_")]
 
@@ -218,17 +218,8 @@ NESTED = [path for path, _ in _tables() if path]
 
 
 def _cli(tmp_path: Path, *args: str, **akira_env: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
-    env.update({"AKIRA_DATA_DIR": str(tmp_path), **akira_env})
-    return subprocess.run(
-        [sys.executable, "-m", "akira_bot.cli", *args],
-        input="oi\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-    )
+    env = cli_env(AKIRA_DATA_DIR=str(tmp_path), **akira_env)
+    return run_cli(*args, input="oi\n", env=env, cwd=tmp_path, timeout=60)
 
 
 def _assert_one_line_exit_2(proc: subprocess.CompletedProcess[str], expected: str) -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from akira_bot.testing import cli_env
+from akira_bot.testing import run_cli as kit_run_cli
 from core.cleaner import contains_internal_marker
 
 
@@ -16,25 +16,14 @@ def run_cli(
     args: Sequence[str | bytes], stdin: str, tmp_path: Path, **env_extra: str
 ) -> subprocess.CompletedProcess[str]:
     """The real CLI in a subprocess (bytes arguments: as a shell passes non-UTF-8 ones)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
-    env.update(
-        {
-            "AKIRA_DATA_DIR": str(tmp_path / "data"),
-            "AKIRA_LLM__PROVIDER": "scripted",
-            "AKIRA_EMBEDDING__BACKEND": "hashing",
-            "AKIRA_EMOTION__DETECTOR": "lexicon",
-        }
-    )
-    env.update(env_extra)
-    return subprocess.run(
-        [sys.executable, "-m", "akira_bot.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    defaults = {
+        "AKIRA_DATA_DIR": str(tmp_path / "data"),
+        "AKIRA_LLM__PROVIDER": "scripted",
+        "AKIRA_EMBEDDING__BACKEND": "hashing",
+        "AKIRA_EMOTION__DETECTOR": "lexicon",
+    }
+    env = cli_env(**(defaults | env_extra))
+    return kit_run_cli(*args, input=stdin, env=env, cwd=tmp_path)
 
 
 def test_one_reply_line_per_input_line_without_markers(tmp_path: Path) -> None:

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,9 +15,10 @@ import pytest
 from adapters.discord import DiscordAdapter, DiscordConfig
 from akira_bot.app import build_adapters, build_engine
 from akira_bot.settings import Settings
+from akira_bot.testing import cli_env, start_cli, stop_cli
+from akira_bot.testing.discord_api import FakeDiscord, FakeUser, InteractionEvent
 from core.engine import Engine
 from core.llm import ChatMessage, ScriptedProvider
-from tests.fakes.discord_api import FakeDiscord, FakeUser, InteractionEvent
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -132,39 +130,26 @@ async def test_akira_bot_run_serves_the_configured_discord_api(
     """With ``workers`` 2 the slash commands synced are the ones the worker processes
     reported, and the reply comes from a worker through the parent's client."""
     alice = fake.add_user("alice")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")} | {
-        "AKIRA_DATA_DIR": str(tmp_path / "data"),
-        "AKIRA_LLM__PROVIDER": "scripted",
-        "AKIRA_EMBEDDING__BACKEND": "hashing",
-        "AKIRA_DISCORD__TOKEN": fake.token,
-        "AKIRA_DISCORD__API_BASE": fake.api_base,
-        "AKIRA_DISCORD__GATEWAY_URL": fake.gateway_url,
-        "AKIRA_DISCORD__ADMIN_IDS": f"[{alice.id}]",
-        "AKIRA_DISCORD__GUILD_READY_TIMEOUT_S": "0.05",
-        "PYTHONPATH": str(REPO),
-        "AKIRA_BOT__WORKERS": str(workers),
-    }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        "import sys; from akira_bot.cli import main; sys.exit(main(['run']))",
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    env = cli_env(
+        path=[REPO],
+        **fake.settings_env(),
+        AKIRA_DISCORD__ADMIN_IDS=f"[{alice.id}]",
+        AKIRA_DATA_DIR=str(tmp_path / "data"),
+        AKIRA_LLM__PROVIDER="scripted",
+        AKIRA_EMBEDDING__BACKEND="hashing",
+        AKIRA_BOT__WORKERS=str(workers),
     )
+    proc = await start_cli("run", env=env, cwd=tmp_path)
     try:
         await fake.wait_for(lambda: fake.identifies and fake.command_syncs, within=30)
         await fake.user_message(alice, "hello from discord")
         channel = fake.dm_channel_id(alice)
         await fake.wait_for(lambda: fake.bot_messages_in(channel), within=15)
     finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()[-2000:]
+        status, err = await stop_cli(proc, timeout=30)
+    assert status == 0, err[-2000:]
     assert "hello from discord" in fake.bot_messages_in(channel)[0]["content"]
-    assert fake.token not in err.decode()
+    assert fake.token not in err
     assert {c["name"] for c in fake.commands} >= {"mood", "forgetme", "verify"}
 
 
