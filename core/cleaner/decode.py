@@ -53,7 +53,8 @@ _SIMPLE_ESCAPES = {
     "/": "/",
     "`": "`",
 }
-_PERCENT_RE = re.compile(r"(?:%[0-9a-fA-F]{2}){3,}")
+_PERCENT_RE = re.compile(r"%[0-9a-fA-F]{2}")
+_PERCENT_MIN = 3  # escapes before a text counts as URL-encoded ("50% off" has none)
 # Runs of base64 (standard or URL-safe) that could hide a sentence: 16 characters carry 12
 # bytes, two or three words. Shorter runs are ordinary words or ids. A run wrapped over
 # several lines (as encoders print it) is joined first.
@@ -154,8 +155,10 @@ def _decode_once(text: str) -> str:
         text = fix_unicode(text)  # "\ud83d\ude00" written as two escapes
     if "&" in text:
         text = html.unescape(text)
-    if "%" in text:
-        text = _PERCENT_RE.sub(lambda m: unquote(m.group()), text)
+    if "%" in text and len(_PERCENT_RE.findall(text, 0, 4096)) >= _PERCENT_MIN:
+        # URL-encoded text ("You%20are%20AKIRA%2C"): a single escape between words is
+        # enough to break the letters apart, so the whole text is unquoted.
+        text = unquote(text)
     if _TAG_CHARS_RE.search(text):
         text = _TAG_CHARS_RE.sub(
             lambda m: "".join(chr(ord(c) - 0xE0000) for c in m.group() if ord(c) < 0xE007F),
