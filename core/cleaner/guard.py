@@ -195,7 +195,9 @@ def _has_content(line: str) -> bool:
     return any(ch.isalnum() or unicodedata.category(ch) == "So" for ch in line)
 
 
-def _reads_as_reply(text: str) -> bool:
+def reads_as_reply(text: str) -> bool:
+    """Two words and a few letters at least: what is left after a removal still says
+    something to the person (\"Claro!\" alone, once the echo around it is gone, does not)."""
     return len(letters(text)) >= MIN_REPLY_LETTERS and len(_WORDISH_RE.findall(text)) >= 2
 
 
@@ -268,7 +270,7 @@ def _remove(text: str, spans: list[tuple[int, int]], flagged: list[bool]) -> Gua
     # were the removed text's markup.
     lines = [line.rstrip() for line in kept.split("\n") if not line.strip() or _has_content(line)]
     result = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    if not _reads_as_reply(result):
+    if not reads_as_reply(result):
         return GuardedReply("", (*removed, result) if result else removed, refused=True)
     return GuardedReply(result, removed)
 
