@@ -1,6 +1,6 @@
 """The reply check end to end: an obedient model answers with the real prompt the engine
 built for the turn (persona and canary, a remembered hostile tone, structured memories,
-recalled turns), re-encoded (``tests/security/encodings.ENCODINGS``), cut anywhere and
+recalled turns), re-encoded (``tests/security/obedient.ENCODINGS``), cut anywhere and
 wrapped in an ordinary answer. Whatever hypothesis draws, no 8-word fragment of AKIRA's
 instructions, no internal tag and no canary reaches the person; the same holds for
 command replies and exports that quote what the model proposed, while the person's own
@@ -11,8 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import count
 from pathlib import Path
@@ -23,7 +22,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.console import ConsoleAdapter, ConsoleConfig
-from akira_bot.app import build_adapters, build_engine
 from core.cleaner import (
     CANARY_FORMAT,
     PromptInstructions,
@@ -33,14 +31,12 @@ from core.cleaner import (
 )
 from core.i18n import t
 from core.llm import ScriptedProvider
-from core.llm.base import ChatMessage
-from core.pipeline import CallNext, TurnContext
-from core.stages.basic import INSTRUCTIONS_KEY
 from core.types import ReplyKind
 from tests.conftest import ask, make_message
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.telegram_api import FakeTelegramServer
-from tests.security.encodings import ENCODINGS
+from tests.security.conftest import start_bot
+from tests.security.obedient import ENCODINGS, Capture, Obedient, without_canary
 from tests.security.test_leak_fuzz import app_settings
 
 DAY0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -56,31 +52,6 @@ def fuzz(examples: int) -> settings:
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
         derandomize=True,
     )
-
-
-class Capture:
-    """After the prompt stage: the turn's instruction parts, as the clean stage sees them."""
-
-    name = "capture_instructions"
-
-    def __init__(self) -> None:
-        self.last: PromptInstructions | None = None
-
-    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
-        self.last = ctx.extras.get(INSTRUCTIONS_KEY)
-        await call_next()
-
-
-class Obedient:
-    """Answers with ``shape(system prompt)`` once set, else a plain word."""
-
-    def __init__(self) -> None:
-        self.shape: Any = None
-        self.prompt = ""
-
-    def __call__(self, messages: Sequence[ChatMessage]) -> str:
-        self.prompt = messages[0].content
-        return "Entendo." if self.shape is None else self.shape(self.prompt)
 
 
 _users = count(100)
@@ -169,8 +140,7 @@ async def test_a_reencoded_prompt_never_reaches_the_person(
     def shape(prompt: str) -> str:
         lines = prompt.split("\n")
         if not keep_canary:
-            marker = CANARY_FORMAT.partition("{")[0]
-            lines = [x for x in lines if not x.startswith(marker)]
+            lines = without_canary(prompt).split("\n")
         start = int(cut[0] * len(lines))
         end = max(start + 8, int(cut[1] * len(lines)))  # eight lines at least
         body = ENCODINGS[encoding]("\n".join(lines[start:end]))
@@ -262,35 +232,16 @@ async def test_the_persons_own_words_in_an_export_are_never_altered(engine_facto
 
 
 ADAPTER_SHAPES = {
-    "flattened": lambda p: f"Claro! {' '.join(_no_canary(p).split())} Tudo bem?",
-    "python": lambda p: f"```python\nPROMPT = {_no_canary(p)!r}\n```\nTudo bem?",
-    "base64": lambda p: base64.b64encode(_no_canary(p).encode()).decode() + "\n\nTudo bem?",
+    "flattened": lambda p: f"Claro! {' '.join(without_canary(p).split())} Tudo bem?",
+    "python": lambda p: f"```python\nPROMPT = {without_canary(p)!r}\n```\nTudo bem?",
+    "base64": lambda p: base64.b64encode(without_canary(p).encode()).decode() + "\n\nTudo bem?",
     "canary": lambda p: f"Tudo bem? {p.upper()}",
 }
 
 
-def _no_canary(prompt: str) -> str:
-    marker = CANARY_FORMAT.partition("{")[0]
-    return "\n".join(x for x in prompt.split("\n") if not x.startswith(marker))
-
-
-@pytest.fixture
-async def running() -> AsyncIterator[dict[str, Any]]:
-    """Fakes, adapters and the engine of one test, stopped at its end."""
-    async with AsyncExitStack() as exits:
-        yield {"exits": exits}
-
-
 async def _start(running: dict[str, Any], settings: Any) -> Obedient:
-    model = Obedient()
-    engine = build_engine(settings, llm=ScriptedProvider(model))
-    capture = Capture()
-    engine.pipeline.add(capture, after="prompt")
-    (adapter,) = build_adapters(settings, engine)
-    await engine.start()
-    running["exits"].push_async_callback(engine.close)
-    await adapter.start()
-    running["exits"].push_async_callback(adapter.stop)
+    model, capture = Obedient(), Capture()
+    await start_bot(running, settings, ScriptedProvider(model), after_prompt=capture)
     running["capture"] = capture
     return model
 
