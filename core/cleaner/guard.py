@@ -170,7 +170,7 @@ def _segments(text: str) -> list[tuple[int, int]]:
     return split
 
 
-def _flag_segment(plain: str, seg_letters: str, index: _Index, oracle: bool) -> bool:
+def _flag_segment(plain: str, seg_letters: str, index: _Index, oracle: bool, blocks: bool) -> bool:
     """A segment that is AKIRA's on its own: an internal tag in a decoded form (looked for
     when ``oracle``), a short instruction line or title, a line of the engine's blocks, a
     heading that opens with a title, the style label."""
@@ -178,7 +178,7 @@ def _flag_segment(plain: str, seg_letters: str, index: _Index, oracle: bool) -> 
         return True
     if seg_letters in index.short:
         return True
-    if _BLOCKISH_RE.search(plain) and any(
+    if (blocks and _BLOCKISH_RE.search(plain)) and any(
         is_prompt_block_line(line) for line in readable(plain).split("\n")
     ):
         return True
@@ -201,9 +201,13 @@ def reads_as_reply(text: str) -> bool:
     return len(letters(text)) >= MIN_REPLY_LETTERS and len(_WORDISH_RE.findall(text)) >= 2
 
 
-def guard_reply(text: str, instructions: PromptInstructions) -> GuardedReply:
+def guard_reply(
+    text: str, instructions: PromptInstructions, *, blocks: bool = True
+) -> GuardedReply:
     """Remove from ``text`` every segment that gives away this turn's instructions in any
-    form; see the module docstring."""
+    form; see the module docstring. ``blocks=False``: lines in the format of the engine's
+    memory blocks ("[001] note (NORMAL) [verified] pet") are the person's data shown to
+    them on purpose (/memories), not an echo."""
     index = _index(instructions.texts, instructions.titles)
     spans = _segments(text)
     # Most replies hold no encoding at all: one pass over the whole text tells.
@@ -220,7 +224,8 @@ def guard_reply(text: str, instructions: PromptInstructions) -> GuardedReply:
         return GuardedReply("", (text,), refused=True, canary_seen=True)
 
     flagged = [
-        _flag_segment(p, sl, index, oracle) for p, sl in zip(plains, seg_letters, strict=True)
+        _flag_segment(p, sl, index, oracle, blocks)
+        for p, sl in zip(plains, seg_letters, strict=True)
     ]
     bounds: list[int] = []
     pos = 0
