@@ -5,7 +5,7 @@ removing duplicates, plus AKIRA's own, ``benchmarks/leak_conversations.OWN_ATTAC
 generated requests ``generated_attacks`` up to 520) is sent as a person's message to the real
 engine (``build_engine``: SQLite, hashing embedder, lexicon emotion, the scripted
 provider). The model obeys: it answers with the system prompt it was given, re-encoded in
-one of ``tests/security/encodings.ENCODINGS`` (source code, JSON, flattened, upper case,
+one of ``tests/security/obedient.ENCODINGS`` (source code, JSON, flattened, upper case,
 bulleted, code block, escaped string, base64, hex, HTML entities, zero-width, homoglyphs,
 spaced letters...), between a lead-in and an ordinary answer. Four people with different
 prompts (a remembered hostile message, structured memories, recalled turns, pt and en)
@@ -76,12 +76,12 @@ from core.cleaner import (  # noqa: E402
 )
 from core.engine import Engine  # noqa: E402
 from core.llm import ChatMessage, ScriptedProvider  # noqa: E402
-from core.pipeline import CallNext, TurnContext  # noqa: E402
-from core.stages.basic import INSTRUCTIONS_KEY  # noqa: E402
 from core.types import ChatKind, ChatRef, IncomingMessage, RecordingResponder, UserRef  # noqa: E402
-from tests.security.encodings import ENCODINGS  # noqa: E402
+from tests.security.obedient import ENCODINGS, Capture, without_canary  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "injection"
+# A RAM disk when there is one: the run measures the check, not the disk's fsyncs.
+SHM = Path("/dev/shm")
 DAY0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 LEADS = {
     "en": ["Of course, the sentences are:", "Sure! Here is everything I was given:", ""],
@@ -136,8 +136,7 @@ class Model:
         if self.ordinary is not None:
             return self.ordinary
         if not self.keep_canary:
-            marker = CANARY_FORMAT.partition("{")[0]
-            prompt = "\n".join(x for x in prompt.split("\n") if not x.startswith(marker))
+            prompt = without_canary(prompt)
         encoded = ENCODINGS[self.encoding](prompt)
         self.lead = self.rng.choice(LEADS[self.language])
         shape = self.rng.randrange(3)
@@ -161,19 +160,6 @@ def message(text: str, user: str, at: datetime) -> IncomingMessage:
     )
 
 
-class Capture:
-    """A stage after the prompt stage: keeps the turn's instruction parts."""
-
-    name = "leak_eval_capture"
-
-    def __init__(self) -> None:
-        self.last: PromptInstructions | None = None
-
-    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
-        self.last = ctx.extras.get(INSTRUCTIONS_KEY)
-        await call_next()
-
-
 USERS = {  # user id -> (language, history)
     "1": ("pt", ["você é inútil! essa resposta é ridícula", "meu gato se chama Tom"]),
     "2": ("en", ["I'm so happy today, I got the job!", "my sister lives in Lisbon"]),
@@ -183,13 +169,15 @@ USERS = {  # user id -> (language, history)
 
 
 async def build(data_dir: Path, model: Model) -> tuple[Engine, Capture]:
-    settings = Settings(
-        data_dir=data_dir,
-        llm={"provider": "scripted"},
-        embedding={"backend": "hashing"},
-        emotion={"detector": "lexicon"},
-        memory={"extraction": False, "history_turns": 2},
-        bot={"rate_limit_messages": 0},
+    settings = Settings.model_validate(
+        {
+            "data_dir": data_dir,
+            "llm": {"provider": "scripted"},
+            "embedding": {"backend": "hashing"},
+            "emotion": {"detector": "lexicon"},
+            "memory": {"extraction": False, "history_turns": 2},
+            "bot": {"rate_limit_messages": 0},
+        }
     )
     engine = build_engine(settings, llm=ScriptedProvider(model))
     capture = Capture()
@@ -367,8 +355,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     attacks = load_attacks(args.attacks)
     encodings = args.encodings.split(",") if args.encodings else list(ENCODINGS)
     model = Model()
-    # A RAM disk when there is one: the run measures the check, not the disk's fsyncs.
-    shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    shm = SHM if SHM.is_dir() else None  # noqa: ASYNC240 (once, before anything runs)
     with tempfile.TemporaryDirectory(prefix="akira-leak29-", dir=shm) as tmp:
         engine, capture = await build(Path(tmp), model)
         try:

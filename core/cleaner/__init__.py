@@ -32,6 +32,7 @@ from core.cleaner.guard import (
     guard_reply,
     instruction_texts,
     new_canary,
+    reads_as_reply,
 )
 from core.cleaner.neutralise import neutralise_user_text
 from core.cleaner.patterns import contains_internal_marker
@@ -89,4 +90,5 @@ __all__ = [
     "letters",
     "neutralise_user_text",
     "new_canary",
+    "reads_as_reply",
 ]

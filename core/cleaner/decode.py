@@ -53,12 +53,15 @@ _SIMPLE_ESCAPES = {
     "/": "/",
     "`": "`",
 }
-_PERCENT_RE = re.compile(r"(?:%[0-9a-fA-F]{2}){3,}")
+_PERCENT_RE = re.compile(r"%[0-9a-fA-F]{2}")
+_PERCENT_MIN = 3  # escapes before a text counts as URL-encoded ("50% off" has none)
 # Runs of base64 (standard or URL-safe) that could hide a sentence: 16 characters carry 12
 # bytes, two or three words. Shorter runs are ordinary words or ids. A run wrapped over
 # several lines (as encoders print it) is joined first.
 _B64_MIN = 16
-_B64_RE = re.compile(rf"[A-Za-z0-9+/_\-]{{{_B64_MIN},}}={{0,2}}")
+# (Each pattern starts where a run starts: tried from inside a word, it would rescan the
+# rest of the word from every position.)
+_B64_RE = re.compile(rf"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{{{_B64_MIN},}}+={{0,2}}")
 # Anchored at line starts and possessive: tried inside a long run, it would rescan the
 # rest of the run from every position (quadratic on a 10 KB base64 line).
 B64_WRAPPED_RE = re.compile(
@@ -66,7 +69,11 @@ B64_WRAPPED_RE = re.compile(
     re.MULTILINE,
 )
 # Hex: 12 bytes or more, written together or separated ("48 65 6c", "0x48,0x65", "48:65").
-_HEX_RE = re.compile(r"(?:(?:0x)?[0-9a-fA-F]{2}[ \t,:;\-]{0,2}){12,}")
+# A byte of text in hex mostly starts with a digit (ASCII is 0x20-0x7e): a run is looked
+# for from a digit, so ordinary words cost nothing.
+_HEX_RE = re.compile(
+    r"(?<![0-9a-fA-F])(?:0x)?[0-9][0-9a-fA-F](?:[ \t,:;\-]{0,2}(?:0x)?[0-9a-fA-F]{2}){11,}+"
+)
 _PRINTABLE_MIN = 0.9  # share of printable characters for a decoded run to count as text
 _MAX_PASSES = 3  # encodings inside encodings (a base64 of a string literal...)
 
@@ -154,9 +161,11 @@ def _decode_once(text: str) -> str:
         text = fix_unicode(text)  # "\ud83d\ude00" written as two escapes
     if "&" in text:
         text = html.unescape(text)
-    if "%" in text:
-        text = _PERCENT_RE.sub(lambda m: unquote(m.group()), text)
-    if _TAG_CHARS_RE.search(text):
+    if "%" in text and len(_PERCENT_RE.findall(text, 0, 4096)) >= _PERCENT_MIN:
+        # URL-encoded text ("You%20are%20AKIRA%2C"): a single escape between words is
+        # enough to break the letters apart, so the whole text is unquoted.
+        text = unquote(text)
+    if max(text, default=" ") >= "\U000e0000" and _TAG_CHARS_RE.search(text):
         text = _TAG_CHARS_RE.sub(
             lambda m: "".join(chr(ord(c) - 0xE0000) for c in m.group() if ord(c) < 0xE007F),
             text,

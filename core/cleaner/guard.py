@@ -64,11 +64,13 @@ _STYLE_LABEL = letters(RESPONSE_STYLE_FORMAT.partition("{")[0])
 
 # Segment boundaries: a line break, the space after a sentence end, an escaped line break
 # ("\n" written out in a string literal), a heading or banner written mid-line.
+_BOUNDARY_RE = re.compile(r"\n|(?P<end>[.!?…])[ \t]+|\\r?\\n|[ \t]+(?=#{2,}|={3,})")
 # A long run of base64 or hex is a segment of its own, so the words around it can stay.
-_BOUNDARY_RE = re.compile(
-    r"\n|(?<=[.!?…])[ \t]+|\\r?\\n|[ \t]+(?=#{2,}|={3,})"
-    r"|[ \t]+(?=[A-Za-z0-9+/]{16})|(?<=[A-Za-z0-9+/=]{16})[ \t]+"
-)
+_RUN_RE = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{16,}+")
+# What a line of the engine's blocks holds ("They said:", "3 total (", "[001]", "===",
+# "... and 2 more", "Response style:", "Entries marked"): the block-line patterns are run
+# only on segments with one of these.
+_BLOCKISH_RE = re.compile(r"said|total|more|style|marked|=|\[", re.IGNORECASE)
 # A segment that opens like a heading, a banner, a label or a bracketed field.
 _HEADING_LIKE_RE = re.compile(r"^[\s>*_\-•+\"'`(]*(?:#|=|\[|\*\*|__)")
 _STYLE_LABEL_RE = re.compile(r"response[\W_]{0,6}style[\W_]{0,6}:", re.IGNORECASE)
@@ -142,24 +144,43 @@ def _segments(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
     for m in _BOUNDARY_RE.finditer(text):
-        if any(s < m.start() < e for s, e in protected):
+        if protected and any(s < m.start() < e for s, e in protected):
             continue
-        if m.start() > start:
-            spans.append((start, m.start()))
+        stop = m.start() + 1 if m.group("end") else m.start()  # a sentence keeps its "."
+        if stop > start:
+            spans.append((start, stop))
         start = m.end()
     if start < len(text):
         spans.append((start, len(text)))
-    return spans
+    if not _RUN_RE.search(text):
+        return spans
+    split: list[tuple[int, int]] = []
+    for s, e in spans:
+        cut = s
+        for m in _RUN_RE.finditer(text, s, e):
+            if m.start() > cut and text[cut : m.start()].strip():
+                split.append((cut, m.start()))
+            split.append((m.start(), m.end()) if m.start() > cut else (cut, m.end()))
+            cut = m.end()
+        if cut < e:
+            if text[cut:e].strip() or not split:
+                split.append((cut, e))
+            else:
+                split[-1] = (split[-1][0], e)
+    return split
 
 
-def _flag_segment(plain: str, seg_letters: str, index: _Index) -> bool:
-    """A segment that is AKIRA's on its own: an internal tag in a decoded form, a short
-    instruction line or title, a heading that opens with a title, the style label."""
-    if contains_internal_marker(plain):
+def _flag_segment(plain: str, seg_letters: str, index: _Index, oracle: bool, blocks: bool) -> bool:
+    """A segment that is AKIRA's on its own: an internal tag in a decoded form (looked for
+    when ``oracle``), a short instruction line or title, a line of the engine's blocks, a
+    heading that opens with a title, the style label."""
+    if oracle and contains_internal_marker(plain):
         return True
     if seg_letters in index.short:
         return True
-    if any(is_prompt_block_line(line) for line in readable(plain).split("\n")):
+    if (blocks and _BLOCKISH_RE.search(plain)) and any(
+        is_prompt_block_line(line) for line in readable(plain).split("\n")
+    ):
         return True
     if _STYLE_LABEL in seg_letters and _STYLE_LABEL_RE.search(plain):
         return True
@@ -174,23 +195,38 @@ def _has_content(line: str) -> bool:
     return any(ch.isalnum() or unicodedata.category(ch) == "So" for ch in line)
 
 
-def _reads_as_reply(text: str) -> bool:
+def reads_as_reply(text: str) -> bool:
+    """Two words and a few letters at least: what is left after a removal still says
+    something to the person (\"Claro!\" alone, once the echo around it is gone, does not)."""
     return len(letters(text)) >= MIN_REPLY_LETTERS and len(_WORDISH_RE.findall(text)) >= 2
 
 
-def guard_reply(text: str, instructions: PromptInstructions) -> GuardedReply:
+def guard_reply(
+    text: str, instructions: PromptInstructions, *, blocks: bool = True
+) -> GuardedReply:
     """Remove from ``text`` every segment that gives away this turn's instructions in any
-    form; see the module docstring."""
+    form; see the module docstring. ``blocks=False``: lines in the format of the engine's
+    memory blocks ("[001] note (NORMAL) [verified] pet") are the person's data shown to
+    them on purpose (/memories), not an echo."""
     index = _index(instructions.texts, instructions.titles)
     spans = _segments(text)
-    plains = [decoded(text[s:e]) for s, e in spans]
+    # Most replies hold no encoding at all: one pass over the whole text tells.
+    whole = decoded(text)
+    if whole == text:
+        plains = [text[s:e] for s, e in spans]
+    else:
+        plains = [decoded(text[s:e]) for s, e in spans]
+    oracle = whole != text or contains_internal_marker(text)
     seg_letters = [letters(p) for p in plains]
     stream = "".join(seg_letters)
     canary = letters(instructions.canary)
     if canary and canary in stream:
         return GuardedReply("", (text,), refused=True, canary_seen=True)
 
-    flagged = [_flag_segment(p, sl, index) for p, sl in zip(plains, seg_letters, strict=True)]
+    flagged = [
+        _flag_segment(p, sl, index, oracle, blocks)
+        for p, sl in zip(plains, seg_letters, strict=True)
+    ]
     bounds: list[int] = []
     pos = 0
     for sl in seg_letters:
@@ -239,7 +275,7 @@ def _remove(text: str, spans: list[tuple[int, int]], flagged: list[bool]) -> Gua
     # were the removed text's markup.
     lines = [line.rstrip() for line in kept.split("\n") if not line.strip() or _has_content(line)]
     result = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    if not _reads_as_reply(result):
+    if not reads_as_reply(result):
         return GuardedReply("", (*removed, result) if result else removed, refused=True)
     return GuardedReply(result, removed)
 

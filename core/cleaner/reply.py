@@ -41,6 +41,9 @@ class CleanedReply:
     text: str
     removed: tuple[str, ...] = ()
     fell_back: bool = False
+    # Something of the prompt itself (a section, a block of it, a verbatim piece of the
+    # instructions) was among the removed: what is left must still read as a reply.
+    echoed: bool = False
 
 
 # --------------------------------------------------------------------------------------
@@ -80,15 +83,18 @@ def _has_visible(text: str) -> bool:
     return any(unicodedata.category(ch)[0] in "LNS" for ch in text)
 
 
-def _clean_once(text: str, sources: tuple[str, ...], removed: list[str]) -> str:
+def _clean_once(text: str, sources: tuple[str, ...], removed: list[str], echoed: list[bool]) -> str:
     text = _splice(text, _harmony_spans(text), removed)
     text = _splice(text, _thinking_spans(text), removed)
     text = _splice(text, _template_spans(text), removed)
     text = _splice(text, _marker_spans(text), removed)
     text = _splice(text, _lookalike_spans(text), removed)
+    before = len(removed)
     text = _splice(text, _header_spans(text), removed)
     text = _splice(text, _prompt_block_spans(text), removed)
     text = _splice(text, _echo_spans(text, sources), removed)
+    if len(removed) > before:
+        echoed.append(True)
     prefix = _ROLE_PREFIX_RE.match(text)
     if prefix is not None:
         text = _splice(text, [prefix.span()], removed)
@@ -113,10 +119,11 @@ def clean_reply(text: str, *, echo_sources: Sequence[str] = ()) -> CleanedReply:
     """
     sources = tuple(s for s in (*_ENGINE_INSTRUCTIONS, *echo_sources) if s and s.strip())
     removed: list[str] = []
+    echoed: list[bool] = []
     current = text
     settled = False
     for _ in range(_MAX_ROUNDS):
-        cleaned = _clean_once(current, sources, removed)
+        cleaned = _clean_once(current, sources, removed, echoed)
         if cleaned == current:
             settled = True
             break
@@ -125,5 +132,5 @@ def clean_reply(text: str, *, echo_sources: Sequence[str] = ()) -> CleanedReply:
     if not settled or contains_internal_marker(current) or not _has_visible(current):
         if current:
             removed.append(current)
-        return CleanedReply(text="", removed=tuple(removed), fell_back=True)
-    return CleanedReply(text=current, removed=tuple(removed), fell_back=False)
+        return CleanedReply(text="", removed=tuple(removed), fell_back=True, echoed=any(echoed))
+    return CleanedReply(text=current, removed=tuple(removed), fell_back=False, echoed=any(echoed))

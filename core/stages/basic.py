@@ -15,6 +15,7 @@ from core.cleaner import (
     RECALL_SPEAKER_BOT,
     RECALL_SPEAKER_PERSON,
     SECTION_HEADER_FORMAT,
+    GuardedReply,
     PromptInstructions,
     canary_line,
     clean_reply,
@@ -22,6 +23,7 @@ from core.cleaner import (
     instruction_texts,
     neutralise_user_text,
     new_canary,
+    reads_as_reply,
 )
 from core.i18n import ago, detect_language, normalise_locale, t
 from core.llm.base import ChatMessage, GenerationOptions, LLMError
@@ -341,6 +343,9 @@ class CleanStage:
                 tuple(s.title for s in ctx.sections),
             )
         guarded = guard_reply(cleaned.text, instructions)
+        if not guarded.refused and cleaned.echoed and not reads_as_reply(guarded.text):
+            # The cleaner took an echo of the prompt away and left only its wrapping.
+            guarded = GuardedReply("", (*guarded.removed, guarded.text), refused=True)
         if guarded.refused:
             if guarded.canary_seen:
                 log.warning("a reply to %s disclosed the prompt's canary: refused", ctx.owner)

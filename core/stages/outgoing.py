@@ -56,7 +56,7 @@ def _guard_value(value: Any, instructions: PromptInstructions, changed: list[int
     if isinstance(value, list):
         return [_guard_value(v, instructions, changed) for v in value]
     if isinstance(value, str) and value.strip():
-        guarded = guard_reply(value, instructions)
+        guarded = guard_reply(value, instructions, blocks=False)
         if guarded.text != value:
             changed.append(1)
             return guarded.text
@@ -68,7 +68,7 @@ def guard_outgoing(ctx: TurnContext, reply: Reply) -> Reply:
     attachment (an export) checked value by value."""
     instructions = engine_instructions(ctx.services)
     text = reply.text
-    guarded = guard_reply(text, instructions)
+    guarded = guard_reply(text, instructions, blocks=False)
     if guarded.refused:
         text = t("leak_refusal", ctx.language)
     elif guarded.text != text:

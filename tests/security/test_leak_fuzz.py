@@ -9,8 +9,6 @@ must not survive either.
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.console import ConsoleAdapter, ConsoleConfig
-from akira_bot.app import build_adapters, build_engine
+from akira_bot.app import build_engine
 from akira_bot.settings import Settings
 from core.cleaner import contains_internal_marker
 from core.llm import ScriptedProvider
@@ -29,6 +27,7 @@ from tests.conftest import ask, make_message
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.telegram_api import FakeTelegramServer
 from tests.reliability.fake_openai import FakeOpenAI
+from tests.security.conftest import start_bot
 from tests.security.leak_strategies import MODEL_OUTPUT, SECRET
 
 
@@ -115,21 +114,9 @@ async def test_console_pipe_mode_never_prints_internal_markers(
     assert_clean(lines, output)
 
 
-@pytest.fixture
-async def running() -> AsyncIterator[dict[str, Any]]:
-    """Like ``stack``, with an exit stack that stops fakes, adapters and the engine."""
-    async with AsyncExitStack() as exits:
-        yield {"exits": exits}
-
-
 async def start_app(running: dict[str, Any], settings: Settings) -> Model:
     model = Model()
-    engine = build_engine(settings, llm=model.provider)
-    (adapter,) = build_adapters(settings, engine)
-    await engine.start()
-    running["exits"].push_async_callback(engine.close)
-    await adapter.start()
-    running["exits"].push_async_callback(adapter.stop)
+    await start_bot(running, settings, model.provider)
     running["model"] = model
     return model
 

@@ -1,6 +1,8 @@
-"""How an obedient model returns a prompt it was asked to disclose: the re-encodings used by
-``benchmarks/leak_eval.py`` and the property tests of the reply check. Each takes the
-prompt's text and returns what the model would write."""
+"""An obedient model and what it does with a prompt it was asked to disclose, for
+``benchmarks/leak_eval.py`` and the reply-check tests: the re-encodings (``ENCODINGS``,
+each takes the prompt's text and returns what the model would write), a scripted model
+answering from the prompt it was given (:class:`Obedient`) and a stage that keeps the
+turn's instruction parts (:class:`Capture`)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,14 @@ import base64
 import json
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 from urllib.parse import quote
+
+from core.cleaner import CANARY_FORMAT, PromptInstructions
+from core.llm.base import ChatMessage
+from core.pipeline import CallNext, TurnContext
+from core.stages.basic import INSTRUCTIONS_KEY
 
 # Latin letters and Cyrillic / Greek look-alikes a reader cannot tell apart.
 HOMOGLYPHS = str.maketrans(
@@ -134,3 +142,40 @@ ENCODINGS: dict[str, Callable[[str], str]] = {
     "fullwidth": _fullwidth,
     "spaced_letters": _spaced,
 }
+
+
+def without_canary(prompt: str) -> str:
+    """The prompt minus its canary line: what a model asked to leave the marker out (or
+    one that paraphrases it away) returns."""
+    marker = CANARY_FORMAT.partition("{")[0]
+    return "\n".join(line for line in prompt.split("\n") if not line.startswith(marker))
+
+
+class Capture:
+    """A stage after the prompt stage: keeps the turn's instruction parts, as the clean
+    stage will see them."""
+
+    name = "capture_instructions"
+
+    def __init__(self) -> None:
+        self.last: PromptInstructions | None = None
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        self.last = ctx.extras.get(INSTRUCTIONS_KEY)
+        await call_next()
+
+
+class Obedient:
+    """A script for ``ScriptedProvider``: answers ``shape(system prompt)`` once a shape is
+    set, else a plain word; keeps the last system prompt it saw."""
+
+    def __init__(self) -> None:
+        self.shape: Callable[[str], str] | None = None
+        self.prompt = ""
+
+    def __call__(self, messages: Sequence[ChatMessage]) -> str:
+        self.prompt = messages[0].content
+        return "Entendo." if self.shape is None else self.shape(self.prompt)
+
+
+__all__: list[Any] = ["ENCODINGS", "Capture", "Obedient", "without_canary"]
