@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 # The embedded 135M model rambles: unless told otherwise, keep its replies short and its
 # sampling cool (it answers in seconds instead of minutes and drifts less).
-LOCAL_MAX_TOKENS = 160
+LOCAL_MAX_TOKENS = 64
 LOCAL_TEMPERATURE = 0.3
 
 # A young collection every 10,000 new objects (Python's default: 700), a full one after

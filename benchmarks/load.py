@@ -221,9 +221,26 @@ class CollectorClock:
         self.counts[info["generation"]] += 1
 
 
-def message_for(user: int, index: int, rng: random.Random, group: bool) -> IncomingMessage:
+def sized_text(rng: random.Random, chars: int) -> str:
+    """A message of about ``chars`` characters (at least one sentence): sentences drawn
+    at random, as a long paste of chat would be."""
+    parts = [rng.choice(SENTENCES)]
+    while chars and sum(len(p) + 2 for p in parts) < chars:
+        parts.append(rng.choice(SENTENCES))
+    return ". ".join(parts)
+
+
+def message_chars(args: argparse.Namespace, user: int) -> int:
+    """How long ``user``'s messages are: ``--long-users`` people send ``--long-chars``,
+    everybody else ``--chars`` (0: one sentence)."""
+    return args.long_chars if user < args.long_users else args.chars
+
+
+def message_for(
+    user: int, index: int, rng: random.Random, group: bool, chars: int = 0
+) -> IncomingMessage:
     token = f"[m{user}-{index}]"
-    text = f"{rng.choice(SENTENCES)} {token}"
+    text = f"{sized_text(rng, chars)} {token}"
     chat = (
         ChatRef(PLATFORM, f"group-{user % 10}", ChatKind.GROUP, scope=f"server-{user % 10}")
         if group
@@ -271,7 +288,7 @@ async def simulate_user(
         size = min(rng.randint(1, args.burst), args.messages - index)
         tasks = []
         for _ in range(size):
-            message = message_for(user, index, rng, group)
+            message = message_for(user, index, rng, group, message_chars(args, user))
             token = f"[m{user}-{index}]"
             index += 1
             tasks.append((token, asyncio.create_task(engine.handle(message, responder))))
@@ -558,6 +575,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         )
 
+    long_split = overhead_by_length(timings, llm, args)
     tail = tail_bunching(overheads, started_at)
     result: dict[str, Any] = {
         "messages": total,
@@ -609,6 +627,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "cpus": os.cpu_count(),
         },
     }
+    result.update(long_split)
     if args.stage_times:
         # Own time per stage (p50/p99 ms); "generate" includes the LLM call itself.
         result["stage_ms"] = {
@@ -616,6 +635,60 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for name, v in stage_times.items()
         }
     return result
+
+
+def overhead_by_length(
+    timings: dict[str, tuple[float, float, float]],
+    llm: TimedScriptedProvider,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """With ``--long-users``: the overhead of the people sending short messages beside
+    those sending long ones (is anyone held up by someone else's pastes?)."""
+    if not args.long_users:
+        return {"chars": args.chars}
+    split: dict[str, list[float]] = {"short": [], "long": []}
+    for token, (_submitted, start, done) in timings.items():
+        match = TOKEN_RE.fullmatch(token)
+        if done == 0.0 or match is None:
+            continue
+        llm_s = llm_latency_s(token, llm.low, llm.high, llm.seed)
+        who = "long" if int(match.group(1)) < args.long_users else "short"
+        split[who].append(max(0.0, (done - start) - llm_s) * 1000)
+    return {
+        "chars": args.chars,
+        "long_users": args.long_users,
+        "long_chars": args.long_chars,
+        **{
+            f"{who}_users_overhead_p{q}_ms": round(percentile(values, q / 100), 2)
+            for who, values in split.items()
+            for q in (50, 99)
+        },
+    }
+
+
+async def by_length(args: argparse.Namespace) -> dict[str, Any]:
+    """``--by-length 40,300,1100``: one run per message length, CPU a message of each."""
+    rows = {}
+    for chars in args.by_length:
+        one = argparse.Namespace(**{**vars(args), "chars": chars})
+        result = await run(one)
+        rows[str(chars)] = {
+            key: result[key]
+            for key in (
+                "cpu_ms_per_message",
+                "overhead_p50_ms",
+                "overhead_p99_ms",
+                "throughput_per_s",
+                "lost",
+            )
+        }
+    return {
+        "embedder": args.embedder,
+        "emotion": args.emotion,
+        "users": args.users,
+        "messages_per_user": args.messages,
+        "by_length": rows,
+    }
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -652,6 +725,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="write each message's start and overhead to this file (JSON lines)",
     )
     p.add_argument("--stage-times", action="store_true", help="own time of every stage")
+    p.add_argument("--chars", type=int, default=0, help="length of every message (0: one sentence)")
+    p.add_argument("--long-users", type=int, default=0, help="people sending long messages")
+    p.add_argument("--long-chars", type=int, default=1100, help="their messages' length")
+    p.add_argument(
+        "--by-length",
+        type=lambda raw: [int(x) for x in raw.split(",")],
+        default=None,
+        metavar="CHARS,...",
+        help="one run per message length: CPU a message by length",
+    )
     p.add_argument(
         "--default-gc",
         action="store_true",
@@ -662,6 +745,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.by_length:
+        table = asyncio.run(by_length(args))
+        print(json.dumps(table, indent=2))
+        lost = sum(row["lost"] for row in table["by_length"].values())
+        return 0 if lost == 0 else 1
     result = asyncio.run(run(args))
     print(json.dumps(result, indent=2))
     ok = result["lost"] == 0 and result["duplicates"] == 0 and result["out_of_order"] == 0

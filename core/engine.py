@@ -127,6 +127,8 @@ class Engine(Startable):
         if not await self._in_flight.settled(timeout):
             log.warning("closing with %d message(s) still in flight", self._in_flight.count)
         await self.services.background.drain(timeout)
+        # Replies still being stored (their vectors batched off the reply's path).
+        await self.services.memory.settle()
         await self.services.llm.close()
         await self.services.storage.close()
         self._started = False

@@ -54,7 +54,11 @@ def make_message(
 
 
 async def ask(engine: MessageHandler, message: IncomingMessage) -> RecordingResponder:
-    """Hand ``message`` to ``engine`` and return what was sent back."""
+    """Hand ``message`` to ``engine`` and return what was sent back, once its reply is
+    stored too (a reply is stored off its person's path, see GraphMemory.store_later)."""
     responder = RecordingResponder()
     await engine.handle(message, responder)
+    services = getattr(engine, "services", None)  # an Engine; a ShardedEngine has none here
+    if services is not None:
+        await services.memory.settle()
     return responder

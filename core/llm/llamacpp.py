@@ -88,6 +88,9 @@ class LlamaCppProvider(LLMProvider):
         self.load_count = 0
         self._llama: Any = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="akira-llama-cpp")
+        # Set by close(): a generation still running (background work cancelled late)
+        # stops at its next token, so the process is not kept alive by it.
+        self._closed = threading.Event()
 
     def __repr__(self) -> str:
         return f"LlamaCppProvider(model={self.model!r})"
@@ -100,6 +103,7 @@ class LlamaCppProvider(LLMProvider):
         await self._run(self._load_sync)
 
     async def close(self) -> None:
+        self._closed.set()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self, fn: Callable[[], Any]) -> Any:
@@ -228,7 +232,7 @@ class LlamaCppProvider(LLMProvider):
                     pieces.append(piece)
                     on_piece(piece)
                 finish = choice.get("finish_reason") or finish
-                if cancel.is_set():
+                if cancel.is_set() or self._closed.is_set():
                     raise LLMError("generation cancelled")
                 if time.perf_counter() - started >= self.timeout_s:
                     log.warning(

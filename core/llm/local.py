@@ -141,6 +141,7 @@ class LocalProvider(LLMProvider):
         # One worker thread: loads happen once, generations queue up in order, and the
         # shared default executor is never filled with threads waiting on a lock.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="akira-local-llm")
+        self._closed = threading.Event()
 
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.model!r}, cache_dir={str(self.cache_dir)!r})"
@@ -153,6 +154,8 @@ class LocalProvider(LLMProvider):
         await self._run(self._load_sync)
 
     async def close(self) -> None:
+        # A generation still running stops at its next token (see _cancel_criterion).
+        self._closed.set()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self, fn: Any) -> Any:
@@ -302,7 +305,7 @@ class LocalProvider(LLMProvider):
         encoded = _encode_within(tokenizer, chat, budget)
         prompt_len = int(encoded["input_ids"].shape[1])
 
-        stop_on_cancel = _cancel_criterion(transformers, torch, cancel)
+        stop_on_cancel = _cancel_criterion(transformers, torch, cancel, self._closed)
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_new_tokens,
             "repetition_penalty": self.repetition_penalty,
@@ -322,7 +325,7 @@ class LocalProvider(LLMProvider):
                 output = model.generate(**encoded, **kwargs)
         except Exception as exc:
             raise LLMError(f"local generation failed: {type(exc).__name__}: {exc}") from exc
-        if cancel.is_set():
+        if cancel.is_set() or self._closed.is_set():
             raise LLMError("generation cancelled")
         new_tokens = output[0, prompt_len:]
         text = tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
@@ -379,11 +382,14 @@ def _encode_within(tokenizer: Any, chat: list[dict[str, str]], budget: int) -> A
     return encoded
 
 
-def _cancel_criterion(transformers: Any, torch: Any, cancel: threading.Event) -> Any:
+def _cancel_criterion(
+    transformers: Any, torch: Any, cancel: threading.Event, closed: threading.Event
+) -> Any:
     class _StopWhenCancelled(transformers.StoppingCriteria):  # type: ignore[misc,name-defined]
         def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            stop = cancel.is_set() or closed.is_set()
             return torch.full(
-                (input_ids.shape[0],), cancel.is_set(), dtype=torch.bool, device=input_ids.device
+                (input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device
             )
 
     return _StopWhenCancelled()

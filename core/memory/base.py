@@ -47,6 +47,14 @@ class ConversationMemory(ABC):
         """Bulk store (imports); implementations batch embeddings and transactions."""
         return [await self.store(node) for node in nodes]
 
+    async def store_later(self, node: MemoryNode) -> None:
+        """Store ``node`` off the caller's path (a reply, once delivered): the owner's
+        next :meth:`store` waits for it, :meth:`settle` waits for all. Here: at once."""
+        await self.store(node)
+
+    async def settle(self) -> None:
+        """Wait until every :meth:`store_later` has landed (before storage closes)."""
+
     @abstractmethod
     async def recall(
         self,

@@ -386,7 +386,8 @@ class RememberStage:
                 reply_to=message.message_id,
                 source_id=f"{message.platform}:{message.chat.id}:{message.message_id}:reply",
             )
-            await ctx.services.memory.store(reply_node)
+            # Off the person's path: the reply is out, its vector can wait for a batch.
+            await ctx.services.memory.store_later(reply_node)
             ctx.extras["reply_node"] = reply_node
         for hook in ctx.services.after_reply:
             ctx.services.background.spawn(hook(ctx), name=getattr(hook, "__name__", "after_reply"))

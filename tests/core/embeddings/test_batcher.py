@@ -72,3 +72,45 @@ async def test_inline_embedder_runs_on_the_loop_without_waiting() -> None:
     assert embedder.threads == {threading.get_ident()}
     np.testing.assert_allclose(vector, embedder.inner.embed_passage("oi, tudo bem?"))
     assert HashingEmbedder.inline
+
+
+async def test_a_text_asked_again_is_answered_without_the_model() -> None:
+    embedder = CountingEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=8, max_wait_ms=5)
+    first = await batcher.embed_query("oi, tudo bem?")
+    # Storage, emotion and recall ask for the same text: one model call in all.
+    again = await asyncio.wait_for(batcher.embed_query("oi, tudo bem?"), timeout=5)
+    assert embedder.sizes == [1] and batcher.texts == 1
+    np.testing.assert_array_equal(first, again)
+    assert not again.flags.writeable  # shared by every asker
+    # Another prefix is another vector.
+    await batcher.embed_passage("oi, tudo bem?")
+    assert batcher.texts == 2
+    with pytest.raises(ValueError):
+        await batcher.embed("document", "oi")
+
+
+async def test_long_texts_take_their_own_lane_one_at_a_time() -> None:
+    embedder = CountingEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=8, max_wait_ms=20, long_chars=100)
+    long = [f"{i} " + "texto longo colado de uma vez " * 10 for i in range(3)]
+    short = [f"mensagem curta {i}" for i in range(5)]
+    await asyncio.gather(*(batcher.embed_query(t) for t in [*long, *short]))
+    # The short ones shared one batch; each long one ran alone, never mixed with them.
+    assert sorted(embedder.sizes) == [1, 1, 1, 5]
+    assert batcher.long_texts == 3
+
+
+async def test_a_short_wait_arriving_later_shortens_the_batch_wait() -> None:
+    embedder = CountingEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=8, max_wait_ms=5)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    # Work off the reply's path may wait a minute for company; a live message that
+    # arrives meanwhile takes it along after its own few milliseconds.
+    later = asyncio.ensure_future(batcher.embed_query("a reply", wait_ms=60_000))
+    await asyncio.sleep(0)
+    await asyncio.wait_for(batcher.embed_query("a message"), timeout=10)
+    await asyncio.wait_for(later, timeout=10)
+    assert embedder.sizes == [2]
+    assert loop.time() - started < 30

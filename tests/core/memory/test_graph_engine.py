@@ -72,7 +72,9 @@ async def test_build_engine_uses_the_graph_and_the_third_message_recalls_the_fir
         assert "Tenho dor de cabeça" in section
         assert "30 days ago" in section or "1 month ago" in section or "days ago" in section
         assert "Ficou melhor?" not in section  # the message itself is not a memory
-        # Every message and reply became a node with a vector; links were stored.
+        # Every message and reply became a node with a vector; links were stored (the
+        # last reply is stored off its path: settled first).
+        await engine.services.memory.settle()
         storage = engine.storage
         assert await storage.graph.node_count_with_vectors("telegram:42") == 6
         exported = await storage.export_owner("telegram:42")
