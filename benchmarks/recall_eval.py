@@ -63,6 +63,9 @@ CODE = _code_root(sys.argv[1:])
 sys.path.insert(0, str(CODE))
 if str(HERE) not in sys.path:
     sys.path.insert(1, str(HERE))
+# locomo.py puts its own checkout first on the path unless it is there already: last.
+if str(HERE.parent) not in sys.path:
+    sys.path.append(str(HERE.parent))
 
 from locomo import BM25, CachingEmbedder  # noqa: E402
 
