@@ -46,6 +46,7 @@ from core.embeddings import Embedder, build_embedder  # noqa: E402
 from core.emotion.data import missing_data  # noqa: E402
 from core.memory.connections import ConnectionConfig  # noqa: E402
 from core.memory.graph import GraphConfig, GraphMemory  # noqa: E402
+from core.memory.query import QueryConfig  # noqa: E402
 from core.memory.search import SearchConfig  # noqa: E402
 from core.storage import MemoryNode, NodeType, SQLiteStorage  # noqa: E402
 
@@ -187,7 +188,7 @@ def recalls_at(ranked: Sequence[str], evidence: Sequence[str]) -> dict[int, floa
 def graph_config(overrides: Sequence[str]) -> GraphConfig:
     """``--set search.hop_decay=0.5 --set context_turns=0``: experiments without edits."""
     top: dict[str, Any] = {}
-    nested: dict[str, dict[str, Any]] = {"search": {}, "connections": {}}
+    nested: dict[str, dict[str, Any]] = {"search": {}, "connections": {}, "query": {}}
     for item in overrides:
         key, _, raw = item.partition("=")
         value: Any = json.loads(raw) if raw[:1] in "-0123456789[{tfn" else raw
@@ -199,6 +200,7 @@ def graph_config(overrides: Sequence[str]) -> GraphConfig:
     return GraphConfig(
         search=SearchConfig(**nested["search"]),
         connections=ConnectionConfig(**nested["connections"]),
+        **({"query": QueryConfig(**nested["query"])} if nested["query"] else {}),
         **top,
     )
 

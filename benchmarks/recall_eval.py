@@ -67,7 +67,7 @@ if str(HERE) not in sys.path:
 if str(HERE.parent) not in sys.path:
     sys.path.append(str(HERE.parent))
 
-from locomo import BM25, CachingEmbedder  # noqa: E402
+from locomo import BM25, CachingEmbedder, graph_config  # noqa: E402
 
 from core.embeddings import build_embedder  # noqa: E402
 from core.memory.graph import GraphMemory  # noqa: E402
@@ -215,11 +215,11 @@ def table(rows: list[tuple[str, dict[int, float]]]) -> dict[str, Any]:
 
 
 async def run_person(
-    person: Person, embedder: Any, workdir: Path
+    person: Person, embedder: Any, workdir: Path, config: Any = None
 ) -> tuple[list[tuple[str, dict[int, float]]], list[tuple[str, dict[int, float]]], list[Any]]:
     owner = f"dev:{person.id}"
     storage = SQLiteStorage(workdir / f"{person.id}.db")
-    memory = GraphMemory(storage, embedder)
+    memory = GraphMemory(storage, embedder, config=config)
     ours: list[tuple[str, dict[int, float]]] = []
     bm25_rows: list[tuple[str, dict[int, float]]] = []
     details: list[Any] = []
@@ -262,14 +262,17 @@ async def run_person(
     return ours, bm25_rows, details
 
 
-async def evaluate(people: list[Person], embedder: Any) -> dict[str, Any]:
+async def evaluate(
+    people: list[Person], embedder: Any, overrides: Sequence[str] = ()
+) -> dict[str, Any]:
     ours: list[tuple[str, dict[int, float]]] = []
     bm25: list[tuple[str, dict[int, float]]] = []
     details: list[Any] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for person in people:
-            o, b, d = await run_person(person, embedder, Path(tmp))
+            config = graph_config(overrides) if overrides else None
+            o, b, d = await run_person(person, embedder, Path(tmp), config)
             ours += o
             bm25 += b
             details += d
@@ -302,6 +305,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=20,
         help="blocks of everyday chatter scattered through each history (0: none)",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="GraphConfig override, as in locomo.py (e.g. query.enabled=false)",
+    )
     parser.add_argument("--details", action="store_true", help="every probe's top 5")
     args = parser.parse_args(argv)
     path = Path(args.data)
@@ -314,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         people = [with_filler(p, blocks, args.filler) for p in people]
     cache = None if args.cache == "none" else Path(args.cache or default_cache(args.embedder))
     embedder = CachingEmbedder(build_embedder(args.embedder), cache)
-    result = asyncio.run(evaluate(people, embedder))
+    result = asyncio.run(evaluate(people, embedder, args.set))
     embedder.save()
     out: dict[str, Any] = {
         "data": str(path),
@@ -326,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "ours": result["ours"],
         "bm25": result["bm25"],
         "seconds": result["seconds"],
+        "overrides": list(args.set),
     }
     if args.baseline:
         command = [sys.executable, __file__, str(path), "--embedder", args.embedder]
