@@ -25,7 +25,7 @@ from core.embeddings.base import Embedder
 from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
-from core.memory.query import QueryConfig, plan_query, thread_priors
+from core.memory.query import QueryConfig, followed_up, plan_query, thread_priors
 from core.memory.search import GraphSearcher, SearchConfig
 from core.memory.tags import Tagger
 from core.storage.records import MemoryNode, NodeType, to_ts
@@ -259,14 +259,15 @@ class GraphMemory(ConversationMemory):
             )
             if n.id not in excluded
         ]
-        # Stored vectors: the context costs no model pass.
+        # Stored vectors and edges: the context costs no model pass and no new comparison.
         vectors = await self.graph.vectors(owner, [n.id for n in pool])
+        edges, _ = await self.graph.neighbours(owner, [n.id for n in pool])
         priors = thread_priors(
             plan,
             vector,
             pool,
             vectors,
-            similar=self.detector.threshold,
+            closed=followed_up(pool, edges),
             topics=[
                 t.name for t in self.tagger.topics if t.name in set(self.tagger.tags(query, vector))
             ],
