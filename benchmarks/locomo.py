@@ -200,7 +200,7 @@ def graph_config(overrides: Sequence[str]) -> GraphConfig:
     return GraphConfig(
         search=SearchConfig(**nested["search"]),
         connections=ConnectionConfig(**nested["connections"]),
-        **({"query": QueryConfig(**nested["query"])} if nested["query"] else {}),
+        query=QueryConfig(**nested["query"]),
         **top,
     )
 
