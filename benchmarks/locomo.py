@@ -46,7 +46,6 @@ from core.embeddings import Embedder, build_embedder  # noqa: E402
 from core.emotion.data import missing_data  # noqa: E402
 from core.memory.connections import ConnectionConfig  # noqa: E402
 from core.memory.graph import GraphConfig, GraphMemory  # noqa: E402
-from core.memory.query import QueryConfig  # noqa: E402
 from core.memory.search import SearchConfig  # noqa: E402
 from core.storage import MemoryNode, NodeType, SQLiteStorage  # noqa: E402
 
@@ -197,10 +196,14 @@ def graph_config(overrides: Sequence[str]) -> GraphConfig:
             nested[part][field_name] = value
         else:
             top[key] = value
+    if nested["query"]:
+        # Imported here: recall_eval.py runs this file against older checkouts too.
+        from core.memory.query import QueryConfig
+
+        top["query"] = QueryConfig(**nested["query"])
     return GraphConfig(
         search=SearchConfig(**nested["search"]),
         connections=ConnectionConfig(**nested["connections"]),
-        query=QueryConfig(**nested["query"]),
         **top,
     )
 

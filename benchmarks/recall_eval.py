@@ -46,26 +46,12 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 
-def _code_root(argv: Sequence[str]) -> Path:
-    """--code DIR, read before anything imports ``core`` (argparse runs later)."""
-    for i, item in enumerate(argv):
-        if item == "--code" and i + 1 < len(argv):
-            return Path(argv[i + 1]).resolve()
-        if item.startswith("--code="):
-            return Path(item.split("=", 1)[1]).resolve()
-    return ROOT
+sys.path.insert(0, str(HERE))
+from checkout import use_code  # noqa: E402
 
-
-CODE = _code_root(sys.argv[1:])
-sys.path.insert(0, str(CODE))
-if str(HERE) not in sys.path:
-    sys.path.insert(1, str(HERE))
-# locomo.py puts its own checkout first on the path unless it is there already: last.
-if str(HERE.parent) not in sys.path:
-    sys.path.append(str(HERE.parent))
+CODE = use_code(sys.argv[1:])
 
 from locomo import BM25, CachingEmbedder, graph_config  # noqa: E402
 
@@ -343,7 +329,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         command += ["--code", args.baseline, "--cache", str(cache or "none")]
         command += ["--filler", str(args.filler)]
         env = {**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())}
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            sys.exit(f"the baseline run failed:\n{done.stderr}")
         out["baseline"] = json.loads(done.stdout)["ours"]
         out["baseline_code"] = str(Path(args.baseline).resolve())
     if args.details:

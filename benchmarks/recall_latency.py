@@ -34,20 +34,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def _code_root(argv: Sequence[str]) -> Path:
-    for i, item in enumerate(argv):
-        if item == "--code" and i + 1 < len(argv):
-            return Path(argv[i + 1]).resolve()
-    return HERE.parent
+sys.path.insert(0, str(HERE))
+from checkout import use_code  # noqa: E402
 
-
-CODE = _code_root(sys.argv[1:])
-sys.path.insert(0, str(CODE))
-if str(HERE) not in sys.path:
-    sys.path.insert(1, str(HERE))
-# memory_scale.py puts its own checkout first on the path unless it is there already: last.
-if str(HERE.parent) not in sys.path:
-    sys.path.append(str(HERE.parent))
+CODE = use_code(sys.argv[1:])
 
 import numpy as np  # noqa: E402
 from memory_scale import T0, RandomEmbedder, TextSource, bulk_load, unit_vectors  # noqa: E402
