@@ -140,13 +140,16 @@ def thread_priors(
     pool: Sequence[MemoryNode],
     vectors: dict[str, np.ndarray],
     *,
+    context_vector: np.ndarray | None = None,
     closed: Collection[str] = (),
     topics: Sequence[str] = (),
     config: QueryConfig | None = None,
 ) -> dict[str, float]:
     """Seed scores for the person's recent nodes as referents of a follow-up message.
 
-    ``pool``: the person's latest nodes before the message, oldest first; ``closed``:
+    ``context_vector``: the message's vector with its current turns blended in (the
+    threads' closeness is read from it). ``pool``: the person's latest nodes before the
+    message, oldest first; ``closed``:
     those a later message of the person already followed up. Also raises ``plan.weight``
     when the message is weakly anchored in them."""
     cfg = config or QueryConfig()
@@ -162,18 +165,13 @@ def thread_priors(
     sims = np.einsum("ij,j->i", matrix, np.asarray(query_vector, dtype=np.float32))
     # Closeness to the message relative to the rest of the pool: e5 puts everything
     # between 0.75 and 0.9, so what tells is how far a node stands out from the others.
-    spread = float(sims.std()) or 1.0
-    confidence = np.clip((sims - float(np.median(sims))) / (2.5 * spread), 0.0, 1.0)
-    # How far its best match stands out from the person's other messages (in standard
-    # deviations): a message whose own meaning lands on something stands out by 3 or
-    # more; one that finds nothing in particular by 2 or less.
-    anchor = float((sims.max() - np.median(sims)) / spread)
-    shift = cfg.anchor_slope * float(np.clip(cfg.anchor_mid - anchor, -1.0, 1.0))
-    plan.weight = float(np.clip(plan.weight + shift, 0.0, 1.0))
-    plan.reasons.append(f"anchor {anchor:.2f}")
-    weight = plan.weight
-    if weight <= 0:
-        return {}
+    # Closeness of the threads to the message with its current turns ("e se eu for mal?"
+    # right after "amanhã tenho prova": the exam), when there are any.
+    near = sims
+    if context_vector is not None:
+        near = np.einsum("ij,j->i", matrix, np.asarray(context_vector, dtype=np.float32))
+    near_spread = float(near.std()) or 1.0
+    confidence = np.clip((near - float(np.median(near))) / (2.5 * near_spread), 0.0, 1.0)
     index = {node_id: i for i, node_id in enumerate(ids)}
     # Sessions: split the pool where turns are further apart than the session gap.
     sessions: list[list[MemoryNode]] = []
@@ -187,6 +185,19 @@ def thread_priors(
         previous = []
     in_current = {n.id for n in current}
     in_previous = {n.id for n in previous}
+    # How far its best match stands out from the person's other messages (in standard
+    # deviations): a message whose own meaning lands on something stands out by 3 or
+    # more; one that finds nothing in particular by 2 or less. The current session is
+    # left out: a message resembles the turns it answers, which anchors nothing.
+    earlier = np.array([node_id not in in_current for node_id in ids])
+    own = sims[earlier] if earlier.sum() >= 2 else sims
+    anchor = float((own.max() - np.median(own)) / (float(own.std()) or 1.0))
+    shift = cfg.anchor_slope * float(np.clip(cfg.anchor_mid - anchor, -1.0, 1.0))
+    plan.weight = float(np.clip(plan.weight + shift, 0.0, 1.0))
+    plan.reasons.append(f"anchor {anchor:.2f}")
+    weight = plan.weight
+    if weight <= 0:
+        return {}
 
     priors: dict[str, float] = {}
     for node in pool:
@@ -195,6 +206,11 @@ def thread_priors(
             continue
         if node.content.rstrip().endswith("?"):
             continue  # a question the person asked is not a thread they opened
+        if node.id in in_current:
+            # The current session's turns are in the prompt and in the query vector (see
+            # GraphMemory.search_in_conversation): seeds from them would lead the walk
+            # back into the session the prompt already shows.
+            continue
         age = (at - node.timestamp).total_seconds() / _DAY_S
         if age > cfg.thread_days:
             continue
@@ -202,11 +218,9 @@ def thread_priors(
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
         score = 0.25 * float(confidence[i]) + 0.55 * event + 0.1 * recency + 0.1 * shared
-        if node.id in in_current:
-            score += 0.25
-        elif node.id in in_previous:
+        if node.id in in_previous:
             score += 0.1
-        if node.id in closed and node.id not in in_current:
+        if node.id in closed:
             score *= 0.6
         priors[node.id] = cfg.prior_scale * weight * score
     return priors
