@@ -46,25 +46,14 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 
-def _code_root(argv: Sequence[str]) -> Path:
-    """--code DIR, read before anything imports ``core`` (argparse runs later)."""
-    for i, item in enumerate(argv):
-        if item == "--code" and i + 1 < len(argv):
-            return Path(argv[i + 1]).resolve()
-        if item.startswith("--code="):
-            return Path(item.split("=", 1)[1]).resolve()
-    return ROOT
+sys.path.insert(0, str(HERE))
+from checkout import use_code  # noqa: E402
 
+CODE = use_code(sys.argv[1:])
 
-CODE = _code_root(sys.argv[1:])
-sys.path.insert(0, str(CODE))
-if str(HERE) not in sys.path:
-    sys.path.insert(1, str(HERE))
-
-from locomo import BM25, CachingEmbedder  # noqa: E402
+from locomo import BM25, CachingEmbedder, graph_config  # noqa: E402
 
 from core.embeddings import build_embedder  # noqa: E402
 from core.memory.graph import GraphMemory  # noqa: E402
@@ -212,11 +201,11 @@ def table(rows: list[tuple[str, dict[int, float]]]) -> dict[str, Any]:
 
 
 async def run_person(
-    person: Person, embedder: Any, workdir: Path
+    person: Person, embedder: Any, workdir: Path, config: Any = None
 ) -> tuple[list[tuple[str, dict[int, float]]], list[tuple[str, dict[int, float]]], list[Any]]:
     owner = f"dev:{person.id}"
     storage = SQLiteStorage(workdir / f"{person.id}.db")
-    memory = GraphMemory(storage, embedder)
+    memory = GraphMemory(storage, embedder, config=config)
     ours: list[tuple[str, dict[int, float]]] = []
     bm25_rows: list[tuple[str, dict[int, float]]] = []
     details: list[Any] = []
@@ -259,14 +248,17 @@ async def run_person(
     return ours, bm25_rows, details
 
 
-async def evaluate(people: list[Person], embedder: Any) -> dict[str, Any]:
+async def evaluate(
+    people: list[Person], embedder: Any, overrides: Sequence[str] = ()
+) -> dict[str, Any]:
     ours: list[tuple[str, dict[int, float]]] = []
     bm25: list[tuple[str, dict[int, float]]] = []
     details: list[Any] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for person in people:
-            o, b, d = await run_person(person, embedder, Path(tmp))
+            config = graph_config(overrides) if overrides else None
+            o, b, d = await run_person(person, embedder, Path(tmp), config)
             ours += o
             bm25 += b
             details += d
@@ -299,6 +291,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=20,
         help="blocks of everyday chatter scattered through each history (0: none)",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="GraphConfig override, as in locomo.py (e.g. query.enabled=false)",
+    )
     parser.add_argument("--details", action="store_true", help="every probe's top 5")
     args = parser.parse_args(argv)
     path = Path(args.data)
@@ -311,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         people = [with_filler(p, blocks, args.filler) for p in people]
     cache = None if args.cache == "none" else Path(args.cache or default_cache(args.embedder))
     embedder = CachingEmbedder(build_embedder(args.embedder), cache)
-    result = asyncio.run(evaluate(people, embedder))
+    result = asyncio.run(evaluate(people, embedder, args.set))
     embedder.save()
     out: dict[str, Any] = {
         "data": str(path),
@@ -323,13 +322,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         "ours": result["ours"],
         "bm25": result["bm25"],
         "seconds": result["seconds"],
+        "overrides": list(args.set),
     }
     if args.baseline:
         command = [sys.executable, __file__, str(path), "--embedder", args.embedder]
         command += ["--code", args.baseline, "--cache", str(cache or "none")]
         command += ["--filler", str(args.filler)]
         env = {**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())}
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            sys.exit(f"the baseline run failed:\n{done.stderr}")
         out["baseline"] = json.loads(done.stdout)["ours"]
         out["baseline_code"] = str(Path(args.baseline).resolve())
     if args.details:

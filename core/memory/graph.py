@@ -36,7 +36,7 @@ from core.embeddings.base import Embedder
 from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
-from core.memory.query import QueryConfig, plan_query, thread_priors
+from core.memory.query import QueryConfig, followed_up, plan_query, thread_priors
 from core.memory.search import GraphSearcher, SearchConfig
 from core.memory.tags import Tagger
 from core.storage.api import GraphStore, Storage
@@ -337,28 +337,12 @@ class GraphMemory(ConversationMemory):
         cfg = self.config.query
         plan = plan_query(query, at, cfg)
         vector = await self.batcher.embed_query(query)
-        excluded = set(exclude_ids)
-        pool = [
-            n
-            for n in await self.storage.nodes.recent(
-                owner, limit=cfg.pool, scopes=scopes, before=at
-            )
-            if n.id not in excluded
-        ]
-        # Stored vectors: the context costs no model pass.
+        # The excluded turns (the recall stage excludes what the prompt already shows)
+        # are still context: they are left out of the results by the search, not here.
+        pool = await self.storage.nodes.recent(owner, limit=cfg.pool, scopes=scopes, before=at)
+        # Stored vectors and edges: the context costs no model pass and no new comparison.
         vectors = await self.graph.vectors(owner, [n.id for n in pool])
-        priors = thread_priors(
-            plan,
-            vector,
-            pool,
-            vectors,
-            similar=self.detector.threshold,
-            topics=[
-                t.name for t in self.tagger.topics if t.name in set(self.tagger.tags(query, vector))
-            ],
-            config=cfg,
-        )
-        search_vector = vector
+        edges, _ = await self.graph.neighbours(owner, [n.id for n in pool])
         turns = [
             vectors[n.id]
             for n in pool[-3:]
@@ -366,9 +350,21 @@ class GraphMemory(ConversationMemory):
             and n.id in vectors
             and not n.content.rstrip().endswith("?")  # a question of theirs opened nothing
         ]
-        if turns and plan.weight > 0:
-            blended = vector + plan.weight * np.mean(turns, axis=0)
-            search_vector = (blended / max(float(np.linalg.norm(blended)), 1e-9)).astype(np.float32)
+        context = np.mean(turns, axis=0) if turns else None
+        priors = thread_priors(
+            plan,
+            vector,
+            pool,
+            vectors,
+            context_vector=_blend(vector, context, plan.weight),
+            closed=followed_up(pool, edges),
+            topics=[
+                t.name for t in self.tagger.topics if t.name in set(self.tagger.tags(query, vector))
+            ],
+            config=cfg,
+        )
+        # The weight as the anchor left it (thread_priors reads how the message landed).
+        search_vector = _blend(vector, context, plan.weight)
         slack = timedelta(days=1)
         windows = [(to_ts(w.start - slack), to_ts(w.end + slack)) for w in plan.windows]
         recency = (cfg.follow_recency * plan.weight, cfg.recency_days * 86_400.0)
@@ -434,3 +430,11 @@ class GraphMemory(ConversationMemory):
                     RecalledNode(found, score, f"via {relation} from {via}", lvl, via, relation)
                 )
         return results
+
+
+def _blend(vector: np.ndarray, context: np.ndarray | None, weight: float) -> np.ndarray:
+    """The query vector with ``weight`` of the conversation's context added, unit length."""
+    if context is None or weight <= 0:
+        return vector
+    blended = vector + weight * context
+    return (blended / max(float(np.linalg.norm(blended)), 1e-9)).astype(np.float32)

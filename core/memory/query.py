@@ -31,9 +31,10 @@ then follows their follow-up edges as it does for any seed.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -43,6 +44,7 @@ from core.embeddings.hashing import fold
 from core.memory.tags import content_words
 from core.memory.timeexpr import Span, spans
 from core.storage.records import MemoryNode, NodeType
+from core.storage.sqlite_graph import Edge
 
 # Pronouns and demonstratives that point back (a closed class of both languages).
 DEICTIC = frozenset(
@@ -120,20 +122,36 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
     return QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons)
 
 
+def followed_up(pool: Sequence[MemoryNode], edges: Iterable[Edge]) -> set[str]:
+    """Nodes of ``pool`` that a later message of the person in ``pool`` links to as
+    "similar" (the cosine link made when that message was stored): threads taken up
+    again, so no longer open."""
+    mine = {n.id for n in pool if n.type is NodeType.USER_MESSAGE}
+    return {
+        e.to_id
+        for e in edges
+        if e.relation_type == "similar" and e.from_id in mine and e.to_id in mine
+    }
+
+
 def thread_priors(
     plan: QueryPlan,
     query_vector: np.ndarray,
     pool: Sequence[MemoryNode],
     vectors: dict[str, np.ndarray],
     *,
-    similar: float,
+    context_vector: np.ndarray | None = None,
+    closed: Collection[str] = (),
     topics: Sequence[str] = (),
     config: QueryConfig | None = None,
 ) -> dict[str, float]:
     """Seed scores for the person's recent nodes as referents of a follow-up message.
 
-    ``pool``: the person's latest nodes before the message, oldest first. Also raises
-    ``plan.weight`` when the message is weakly anchored in them."""
+    ``context_vector``: the message's vector with its current turns blended in (the
+    threads' closeness is read from it). ``pool``: the person's latest nodes before the
+    message, oldest first; ``closed``:
+    those a later message of the person already followed up. Also raises ``plan.weight``
+    when the message is weakly anchored in them."""
     cfg = config or QueryConfig()
     at = plan.at
     topic_set = set(topics)
@@ -143,21 +161,17 @@ def thread_priors(
     if not ids:
         return {}
     matrix = np.stack([vectors[i] for i in ids])
-    sims = matrix @ np.asarray(query_vector, dtype=np.float32)
+    # einsum, not BLAS: a threaded BLAS call on a busy machine waits for its threads.
+    sims = np.einsum("ij,j->i", matrix, np.asarray(query_vector, dtype=np.float32))
     # Closeness to the message relative to the rest of the pool: e5 puts everything
     # between 0.75 and 0.9, so what tells is how far a node stands out from the others.
-    spread = float(sims.std()) or 1.0
-    confidence = np.clip((sims - float(np.median(sims))) / (2.5 * spread), 0.0, 1.0)
-    # How far its best match stands out from the person's other messages (in standard
-    # deviations): a message whose own meaning lands on something stands out by 3 or
-    # more; one that finds nothing in particular by 2 or less.
-    anchor = float((sims.max() - np.median(sims)) / spread)
-    shift = cfg.anchor_slope * float(np.clip(cfg.anchor_mid - anchor, -1.0, 1.0))
-    plan.weight = float(np.clip(plan.weight + shift, 0.0, 1.0))
-    plan.reasons.append(f"anchor {anchor:.2f}")
-    weight = plan.weight
-    if weight <= 0:
-        return {}
+    # Closeness of the threads to the message with its current turns ("e se eu for mal?"
+    # right after "amanhã tenho prova": the exam), when there are any.
+    near = sims
+    if context_vector is not None:
+        near = np.einsum("ij,j->i", matrix, np.asarray(context_vector, dtype=np.float32))
+    near_spread = float(near.std()) or 1.0
+    confidence = np.clip((near - float(np.median(near))) / (2.5 * near_spread), 0.0, 1.0)
     index = {node_id: i for i, node_id in enumerate(ids)}
     # Sessions: split the pool where turns are further apart than the session gap.
     sessions: list[list[MemoryNode]] = []
@@ -171,11 +185,20 @@ def thread_priors(
         previous = []
     in_current = {n.id for n in current}
     in_previous = {n.id for n in previous}
-    # "Closed": a later message of the person close to it (someone followed the thread up).
-    user_rows = [index[n.id] for n in pool if n.type is NodeType.USER_MESSAGE and n.id in index]
-    user_matrix = matrix[user_rows] if user_rows else matrix[:0]
-    later_sims = user_matrix @ user_matrix.T if user_rows else np.zeros((0, 0))
-    position = {row: k for k, row in enumerate(user_rows)}
+    # How far its best match stands out from the person's other messages (in standard
+    # deviations): a message whose own meaning lands on something stands out by 3 or
+    # more; one that finds nothing in particular by 2 or less. The current session is
+    # left out: a message resembles the turns it answers, which anchors nothing.
+    earlier = np.array([node_id not in in_current for node_id in ids])
+    own = sims[earlier] if earlier.sum() >= 2 else sims
+    anchor = float((own.max() - np.median(own)) / (float(own.std()) or 1.0))
+    shift = cfg.anchor_slope * float(np.clip(cfg.anchor_mid - anchor, -1.0, 1.0))
+    plan.weight = float(np.clip(plan.weight + shift, 0.0, 1.0))
+    plan.reasons.append(f"anchor {anchor:.2f}")
+    weight = plan.weight
+    if weight <= 0:
+        return {}
+
     priors: dict[str, float] = {}
     for node in pool:
         i = index.get(node.id)
@@ -183,23 +206,30 @@ def thread_priors(
             continue
         if node.content.rstrip().endswith("?"):
             continue  # a question the person asked is not a thread they opened
+        if node.id in in_current:
+            # The current session's turns are in the prompt and in the query vector (see
+            # GraphMemory.search_in_conversation): seeds from them would lead the walk
+            # back into the session the prompt already shows.
+            continue
         age = (at - node.timestamp).total_seconds() / _DAY_S
         if age > cfg.thread_days:
             continue
         event = _eventness(node, at, cfg)
-        k = position[i]
-        closed = bool(user_rows) and bool((later_sims[k, k + 1 :] >= similar).any())
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
         score = 0.25 * float(confidence[i]) + 0.55 * event + 0.1 * recency + 0.1 * shared
-        if node.id in in_current:
-            score += 0.25
-        elif node.id in in_previous:
+        if node.id in in_previous:
             score += 0.1
-        if closed and node.id not in in_current:
+        if node.id in closed:
             score *= 0.6
         priors[node.id] = cfg.prior_scale * weight * score
     return priors
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _dated(content: str, timestamp: datetime) -> tuple[Span, ...]:
+    """The times a stored message names, as told (they never change: parsed once)."""
+    return tuple(spans(content, timestamp, past=False))
 
 
 def _eventness(node: MemoryNode, at: datetime, cfg: QueryConfig) -> float:
@@ -207,7 +237,7 @@ def _eventness(node: MemoryNode, at: datetime, cfg: QueryConfig) -> float:
     a reported happening dated before the day it was told ("desde ontem", "há uma
     semana"); 0 otherwise ("today" dates all chatter)."""
     best = 0.0
-    for found in spans(node.content, node.timestamp, past=False):
+    for found in _dated(node.content, node.timestamp):
         if found.future:
             if found.start > at + timedelta(days=1):
                 continue  # not due yet

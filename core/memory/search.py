@@ -25,6 +25,9 @@ from core.memory.tags import STOP_WORDS
 from core.storage.api import GraphStore, NodeStore
 from core.storage.records import MemoryNode, to_ts
 
+CENTRE_REUSE = 32  # searches served by one computed centroid of a person
+CENTRE_CACHE = 1024  # people whose centroid is kept (oldest dropped first)
+
 
 @dataclass(frozen=True, slots=True)
 class SearchConfig:
@@ -82,6 +85,7 @@ class GraphSearcher:
         self.graph = graph
         self.nodes = nodes
         self.config = config or SearchConfig()
+        self._centres: dict[tuple[str, tuple[str, ...] | None], tuple[np.ndarray, int]] = {}
         lo, hi = seed_range(model)
         self.min_similarity = (
             self.config.min_similarity if self.config.min_similarity is not None else lo
@@ -100,19 +104,37 @@ class GraphSearcher:
         """``hits`` (id, cosine) re-ranked by centred similarity, best ``seed_k`` kept,
         each still carrying its plain cosine (what the seed confidence is calibrated on)."""
         cfg = self.config
-        newest = await self.graph.vector_search(
-            owner, query_vector, k=cfg.centre_newest, scopes=scopes, newest=cfg.centre_newest
-        )
-        ids = [i for i, _ in hits]
-        vectors = await self.graph.vectors(owner, [*ids, *(i for i, _ in newest)])
-        recent = [vectors[i] for i, _ in newest if i in vectors]
-        if len(recent) < 8:  # too few to say what is typical of this person
+        centre = await self._centre(owner, query_vector, scopes)
+        if centre is None:
             return hits[: cfg.seed_k]
-        centre = np.mean(recent, axis=0)
+        vectors = await self.graph.vectors(owner, [i for i, _ in hits])
         known = [(i, s) for i, s in hits if i in vectors]
         shift = np.array([vectors[i] @ centre for i, _ in known]) * cfg.centre_weight
         order = np.argsort(-(np.array([s for _, s in known]) - shift), kind="stable")
         return [known[j] for j in order[: cfg.seed_k].tolist()]
+
+    async def _centre(
+        self, owner: str, query_vector: np.ndarray, scopes: Sequence[str] | None
+    ) -> np.ndarray | None:
+        """The mean of the person's latest vectors (in the allowed scopes), kept for
+        ``CENTRE_REUSE`` searches: what is typical of a person drifts slowly."""
+        key = (owner, tuple(sorted(scopes)) if scopes is not None else None)
+        kept = self._centres.get(key)
+        if kept is not None and kept[1] > 0:
+            self._centres[key] = (kept[0], kept[1] - 1)
+            return kept[0]
+        cfg = self.config
+        newest = await self.graph.vector_search(
+            owner, query_vector, k=cfg.centre_newest, scopes=scopes, newest=cfg.centre_newest
+        )
+        vectors = await self.graph.vectors(owner, [i for i, _ in newest])
+        recent = [vectors[i] for i, _ in newest if i in vectors]
+        centre = np.mean(recent, axis=0) if len(recent) >= 8 else None  # too few: no norm
+        if len(self._centres) >= CENTRE_CACHE:
+            self._centres.pop(next(iter(self._centres)))
+        if centre is not None:
+            self._centres[key] = (centre, CENTRE_REUSE)
+        return centre
 
     async def search(
         self,

@@ -178,3 +178,26 @@ async def test_the_bots_replies_and_the_persons_questions_rank_below_statements(
     found = await ranked(memory, node("q", "posso comer camarão?", T0 + timedelta(days=5)))
     assert found.index("fact") < found.index("ask")
     assert found.index("fact") < found.index("bot")
+
+
+async def test_turns_excluded_from_the_results_still_give_context(memory: GraphMemory) -> None:
+    # The recall stage excludes the recent turns (the prompt shows them): they are still
+    # read as context, and still not returned.
+    await memory.store(node("old", "a prova de cálculo do semestre passado foi um desastre", T0))
+    await chatter(memory, T0 + timedelta(days=1), timedelta(days=1))
+    at = T0 + timedelta(days=30)
+    turn = node("turn", "amanhã tenho prova de cálculo de novo", at)
+    await memory.store(turn)
+    message = node("msg", "e se eu for mal?", at + timedelta(minutes=2))
+    await memory.store(message)
+    recall = await memory.recall(
+        OWNER,
+        message.content,
+        scopes=None,
+        limit=3,
+        exclude_ids=["msg", "turn"],
+        at=message.timestamp,
+    )
+    found = [r.node.id for r in recall.nodes]
+    assert "old" in found
+    assert "turn" not in found

@@ -1,0 +1,104 @@
+"""Search cost at scale, wall and CPU time, plain and conversational. Prints JSON.
+
+    python benchmarks/recall_latency.py [--nodes 100000] [--queries 200] [--code DIR]
+
+One person's store of ``--nodes`` nodes is bulk-loaded as ``benchmarks/memory_scale.py``
+builds it (random unit vectors, synthetic Zipf texts, follow-up edges). Then, alternating
+query by query so both see the same machine:
+
+- ``plain``: ``GraphSearcher.search`` with a precomputed query vector (what
+  ``memory_scale.py`` times);
+- ``conversational``: ``GraphMemory.recall`` at a time after the last node, the query
+  embedded by an instant random embedder (no batching wait): the plan, the thread pool
+  (the person's latest nodes and their vectors), the priors and the re-ranking on top.
+
+CPU time (``time.process_time``: every thread of the process, the database thread
+included) is reported beside wall time: on a machine shared with other work, wall time
+mostly measures the queue for the CPU. ``--code DIR`` imports ``core`` from another
+checkout (e.g. the code before a change) so the two can be run one after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+sys.path.insert(0, str(HERE))
+from checkout import use_code  # noqa: E402
+
+CODE = use_code(sys.argv[1:])
+
+import numpy as np  # noqa: E402
+from memory_scale import T0, RandomEmbedder, TextSource, bulk_load, unit_vectors  # noqa: E402
+
+from core.memory.graph import GraphConfig, GraphMemory  # noqa: E402
+from core.storage import SQLiteStorage  # noqa: E402
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    ms = np.array(values) * 1000
+    return {
+        "p50_ms": round(float(np.percentile(ms, 50)), 2),
+        "p90_ms": round(float(np.percentile(ms, 90)), 2),
+        "p99_ms": round(float(np.percentile(ms, 99)), 2),
+    }
+
+
+async def measure(nodes: int, queries: int, workdir: Path) -> dict[str, Any]:
+    storage = SQLiteStorage(workdir / "latency.db")
+    out: dict[str, Any] = {"nodes": nodes, "queries": queries}
+    async with storage:
+        out["build_s"] = round(await bulk_load(storage, 1, nodes, TextSource()), 1)
+        memory = GraphMemory(storage, RandomEmbedder(), config=GraphConfig(max_wait_ms=0.0))
+        owner = "bench:0"
+        rng = np.random.default_rng(11)
+        texts = TextSource(seed=5).texts(queries)
+        vectors = unit_vectors(rng, queries)
+        at = T0 + timedelta(minutes=10 * nodes + 1)
+        await memory.searcher.search(owner, texts[0], vectors[0], depth=2, limit=10)  # warm
+        timings: dict[str, tuple[list[float], list[float]]] = {
+            "plain": ([], []),
+            "conversational": ([], []),
+        }
+        for text, vector in zip(texts, vectors, strict=True):
+            query = " ".join(text.split()[:6])
+            for kind in timings:
+                wall, cpu = time.perf_counter(), time.process_time()
+                if kind == "plain":
+                    await memory.searcher.search(owner, query, vector, depth=2, limit=10)
+                else:
+                    await memory.recall(owner, query, scopes=None, limit=10, at=at)
+                timings[kind][0].append(time.perf_counter() - wall)
+                timings[kind][1].append(time.process_time() - cpu)
+        for kind, (walls, cpus) in timings.items():
+            out[kind] = {"wall": percentiles(walls), "cpu": percentiles(cpus)}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--code", help="import core from this checkout")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        result = asyncio.run(measure(args.nodes, args.queries, Path(tmp)))
+    result["code"] = str(CODE)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
