@@ -87,7 +87,8 @@ def test_weights_are_small_and_described() -> None:
     assert DEFAULT_WEIGHTS.stat().st_size < 2_000_000
     recipe = read_recipe()
     assert recipe["labels"] == list(LABELS)
-    assert recipe["embedder"]["dim"] == 384
+    # e5 and USE side by side (tests/core/emotion/test_emotion_encoders.py).
+    assert recipe["embedder"]["dim"] == 384 + 512
     assert recipe["embedder"]["name"].startswith("multilingual-e5-small")
     assert recipe["training_data"] and recipe["hyper_parameters"] and recipe["trained_at"]
     assert not any("dev" in item for item in recipe["training_data"])
