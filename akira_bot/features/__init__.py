@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 Install = Callable[["Settings", "Services", "Pipeline", "CommandRouter"], None]
 
 # Module names under akira_bot.features, installed in this order.
-FEATURES: list[str] = ["emotion", "structured_memory", "commands", "metrics"]
+FEATURES: list[str] = ["emotion", "structured_memory", "commands", "http_keys", "metrics"]
 
 
 def installers() -> list[Install]:
