@@ -119,7 +119,10 @@ def default_pipeline(router: CommandRouter) -> Pipeline:
 def plugin_refs(settings: Settings, plugins: Sequence[PluginRef] = ()) -> list[PluginRef]:
     """Every plugin an engine for ``settings`` sets up, in order: the built-ins that are
     on, ``bot.plugins``, then ``plugins`` given in code."""
-    refs: list[PluginRef] = [*builtin_modules(settings.bot.builtins), *settings.bot.plugins]
+    # The key store is part of a person's data (forget, export) whatever is switched on.
+    refs: list[PluginRef] = ["akira_bot.features.http_keys"]
+    refs.extend(builtin_modules(settings.bot.builtins))
+    refs.extend(settings.bot.plugins)
     refs.extend(plugins)
     if settings.http.port is not None:
         # Last, so its stage goes first and it times the generate stage the others left.

@@ -40,7 +40,7 @@ def _secret(settings: Settings) -> str:
 
 @asynccontextmanager
 async def _key_store(settings: Settings) -> AsyncIterator[Any]:
-    from akira_bot.http.keys import SQLiteKeyStore
+    from akira_bot.http.keystore import SQLiteKeyStore
     from core.storage import SQLiteStorage
 
     storage = SQLiteStorage(settings.database_path)
@@ -54,7 +54,8 @@ async def _key_store(settings: Settings) -> AsyncIterator[Any]:
 
 
 async def cmd_mind(settings: Settings, args: argparse.Namespace) -> int:
-    from akira_bot.http.keys import digest, new_mind_key
+    from akira_bot.http.keys import new_mind_key
+    from akira_bot.http.keystore import digest
 
     key = new_mind_key()
     async with _key_store(settings) as keys:
@@ -71,7 +72,8 @@ async def cmd_jwt(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_revoke(settings: Settings, args: argparse.Namespace) -> int:
-    from akira_bot.http.keys import MIND_KEY_PREFIX, digest, unverified_jti
+    from akira_bot.http.keys import MIND_KEY_PREFIX, unverified_jti
+    from akira_bot.http.keystore import digest
 
     key: str = args.key.strip()
     async with _key_store(settings) as keys:
@@ -90,7 +92,8 @@ async def cmd_revoke(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_admin_link(settings: Settings, args: argparse.Namespace) -> int:
-    from akira_bot.http.keys import LOGIN_LINK_TTL, digest, new_login_token
+    from akira_bot.http.keys import LOGIN_LINK_TTL, new_login_token
+    from akira_bot.http.keystore import digest
     from core.types import utcnow
 
     _secret(settings)  # the session the link opens is a signed token

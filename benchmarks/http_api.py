@@ -22,7 +22,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from akira_bot.http.keys import SQLiteKeyStore, digest, new_mind_key
+from akira_bot.http.keys import new_mind_key
+from akira_bot.http.keystore import SQLiteKeyStore, digest
 from akira_bot.http.server import HttpServer, build_app, make_state
 from core.storage import SQLiteStorage
 

@@ -25,7 +25,8 @@ from urllib.parse import quote
 from aiohttp import web
 
 from akira_bot.http.auth import SESSION_COOKIE, Principal
-from akira_bot.http.keys import digest, issue_jwt
+from akira_bot.http.keys import issue_jwt
+from akira_bot.http.keystore import digest
 from akira_bot.http.state import STATE, HttpState
 from core.storage.records import MemoryNode
 from core.types import parse_user_key, utcnow

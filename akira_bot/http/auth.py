@@ -14,13 +14,8 @@ from typing import Literal
 
 from aiohttp import web
 
-from akira_bot.http.keys import (
-    MIND_KEY_PREFIX,
-    CredentialError,
-    KeyStore,
-    decode_jwt,
-    digest,
-)
+from akira_bot.http.keys import MIND_KEY_PREFIX, CredentialError, decode_jwt
+from akira_bot.http.keystore import KeyStore, digest
 from akira_bot.http.schemas import FieldError
 from core.types import parse_user_key
 

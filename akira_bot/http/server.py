@@ -22,7 +22,7 @@ from aiohttp import web
 
 from adapters.base import Adapter
 from akira_bot.http.auth import Authenticator
-from akira_bot.http.keys import KeyStore, SQLiteKeyStore
+from akira_bot.http.keystore import KeyStore, SQLiteKeyStore
 from akira_bot.http.schemas import FieldError
 from akira_bot.http.state import STATE, HttpState
 from core.memory.structured import EXTRAS_KEY, StructuredMemories

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from akira_bot.http.auth import Authenticator
-from akira_bot.http.keys import KeyStore
+from akira_bot.http.keystore import KeyStore
 from core.memory.structured import StructuredMemories
 from core.storage import SQLiteStorage
 

@@ -47,7 +47,9 @@ class Bot:
         return proc.stdout.strip().splitlines()[0]
 
 
-def run_cli(data_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of an ``akira-bot`` run on ``data_dir``: no ML, a scripted LLM,
+    the HTTP settings of these tests, none of the caller's own AKIRA_ settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
     env.update(
         {
@@ -57,14 +59,19 @@ def run_cli(data_dir: Path, *args: str, **extra: str) -> subprocess.CompletedPro
             "AKIRA_LLM__PROVIDER": "scripted",
             "AKIRA_HTTP__JWT_SECRET": SECRET,
             "AKIRA_HTTP__PORT": "8765",
+            "PYTHONPATH": str(ROOT),
             **extra,
         }
     )
+    return env
+
+
+def run_cli(data_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "akira_bot.cli", *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=cli_env(data_dir, **extra),
         cwd=ROOT,
         timeout=120,
     )

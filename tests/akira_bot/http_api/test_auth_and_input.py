@@ -3,6 +3,7 @@ naming the field, and nothing is stored by a refused request."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -11,6 +12,7 @@ import jwt as pyjwt
 import pytest
 
 from akira_bot.http.keys import issue_jwt
+from akira_bot.http.keystore import digest
 from core.memory.structured import EXTRAS_KEY
 from tests.akira_bot.http_api.conftest import SECRET, Bot
 
@@ -23,8 +25,6 @@ async def req(
         async with session.request(method, bot.url + path, headers=headers, **kwargs) as resp:
             body = await resp.text()
             if resp.content_type == "application/json":
-                import json
-
                 return resp.status, json.loads(body)
             return resp.status, body
 
@@ -197,3 +197,19 @@ async def test_keys_cli_refuses_bad_input_in_one_line(http_bot: Bot) -> None:
     assert bad_ttl.returncode == 2 and "not a duration" in bad_ttl.stderr
     not_a_key = http_bot.cli("keys", "revoke", "hello")
     assert not_a_key.returncode == 1 and "Traceback" not in not_a_key.stderr
+
+
+async def test_forgetting_a_person_deletes_their_keys_and_the_export_lists_them(
+    http_bot: Bot,
+) -> None:
+    key = await http_bot.acli("keys", "mind", "telegram:6")
+    assert (await req(http_bot, "POST", "/memory", key, json={"category": "fact", "content": "x"}))[
+        0
+    ] == 201
+    exported = json.loads(http_bot.cli("memory", "export", "telegram:6").stdout)
+    assert [k["kind"] for k in exported["api_keys"]] == ["mind_key"]
+    assert key not in json.dumps(exported) and digest(key) not in json.dumps(exported)
+    forgot = http_bot.cli("memory", "forget", "telegram:6")
+    assert forgot.returncode == 0, forgot.stderr
+    assert (await req(http_bot, "GET", "/memory", key))[0] == 401
+    assert await _count(http_bot, "telegram:6") == 0

@@ -21,7 +21,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from akira_bot.http.keys import SQLiteKeyStore, digest, issue_jwt, new_mind_key
+from akira_bot.http.keys import issue_jwt, new_mind_key
+from akira_bot.http.keystore import SQLiteKeyStore, digest
 from akira_bot.http.openapi import document
 from akira_bot.http.server import HttpServer, build_app, make_state
 from core.storage import SQLiteStorage

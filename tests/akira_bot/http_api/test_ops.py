@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import signal
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from akira_bot.http.keys import issue_jwt
-from tests.akira_bot.http_api.conftest import ROOT, SECRET, Bot
+from tests.akira_bot.http_api.conftest import ROOT, SECRET, Bot, cli_env
 from tests.conftest import ask, make_message
 
 
@@ -110,19 +109,7 @@ async def test_openapi_lists_the_synapse_routes(http_bot: Bot) -> None:
 
 
 def _start_bot(tmp_path: Path, **extra: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
-    env.update(
-        {
-            "AKIRA_DATA_DIR": str(tmp_path / "data"),
-            "AKIRA_EMBEDDING__BACKEND": "hashing",
-            "AKIRA_EMOTION__DETECTOR": "lexicon",
-            "AKIRA_LLM__PROVIDER": "scripted",
-            "AKIRA_HTTP__PORT": "0",
-            "AKIRA_HTTP__JWT_SECRET": SECRET,
-            "PYTHONPATH": str(ROOT),
-            **extra,
-        }
-    )
+    env = cli_env(tmp_path / "data", AKIRA_HTTP__PORT="0", **extra)
     return subprocess.Popen(
         [sys.executable, "-m", "akira_bot.cli", "run"],
         stdin=subprocess.DEVNULL,
