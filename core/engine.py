@@ -153,7 +153,9 @@ class Engine(Startable):
             # drops what this one keeps of them: a primary-key lookup when nothing did.
             # With several processes on one database (PostgreSQL), one of them at a time
             # handles this person's message, in the order they came (the storage's lock).
-            async with self.services.storage.serving(message.owner):
+            async with self.services.storage.serving(
+                message.owner, sent_at=message.sent_at, message_id=message.message_id
+            ):
                 await self.services.storage.catch_up()
                 await self.pipeline.run(ctx)
         except Exception as exc:

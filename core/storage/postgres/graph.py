@@ -27,9 +27,9 @@ from core.storage.graph_records import (
     storable_connections,
 )
 from core.storage.owner_words import MAX_QUERY_WORDS, words
-from core.storage.postgres.changes import notify
+from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import PgDatabase, affected
-from core.storage.postgres.nodes import NODE_COLUMNS, insert_node
+from core.storage.postgres.nodes import INSERT_NODE, NODE_COLUMNS, node_args
 from core.storage.records import (
     EVERY_OWNER,
     Connection,
@@ -41,6 +41,35 @@ from core.storage.records import (
 from core.storage.vector_cache import OwnerVectors, as_vector, blob
 
 _EDGE_COLUMNS = "from_id, to_id, relation_type, strength, explanation"
+# $1-$14 the node (core.storage.postgres.nodes.node_args), $15 vector bytes or NULL,
+# $16 its dimension, $17 model, $18 tags, $19-$22 edges (targets, relations, strengths,
+# explanations), $23 whether to announce the change, $24 the channel.
+ADD_NODE = f"""
+WITH node AS ({INSERT_NODE}),
+vector AS (
+    INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)
+    SELECT $1, $2, $17, $16, $15 FROM node WHERE $15::bytea IS NOT NULL
+    ON CONFLICT (node_id) DO UPDATE SET
+        model = EXCLUDED.model, dim = EXCLUDED.dim, vector = EXCLUDED.vector
+),
+tags AS (
+    INSERT INTO graph_tags(owner, tag, ts, node_id, ntags)
+    SELECT $2, t, $5, $1, cardinality($18::text[]) FROM node, unnest($18::text[]) AS t
+    ON CONFLICT DO NOTHING
+),
+edges AS (
+    -- The target must be the same owner's node: never an edge across people.
+    INSERT INTO graph_connections(owner, from_id, to_id, relation_type, strength, explanation)
+    SELECT $2, $1, e.to_id, e.relation, e.strength, e.explanation
+    FROM node, unnest($19::text[], $20::text[], $21::float8[], $22::text[])
+        AS e(to_id, relation, strength, explanation)
+    WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.to_id AND n.owner = $2)
+    ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET
+        strength = EXCLUDED.strength, explanation = EXCLUDED.explanation
+),
+announced AS (SELECT pg_notify($24, $2) FROM node WHERE $23)
+SELECT seq FROM node, (SELECT count(*) FROM announced) AS a
+"""
 FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
 
 
@@ -143,52 +172,25 @@ class PgGraphStore(GraphStore):
         owner = node.owner
         tags = list(dict.fromkeys(node.tags))
         edges = storable_connections(node, connections)
-        async with self.db.transaction() as conn:
-            seq = await insert_node(conn, node)
-            if seq is None:
-                return False
-            if vector is not None:
-                await conn.execute(
-                    "INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)"
-                    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (node_id) DO UPDATE SET"
-                    " model = EXCLUDED.model, dim = EXCLUDED.dim, vector = EXCLUDED.vector",
-                    node.id,
-                    owner,
-                    model,
-                    int(np.asarray(vector).shape[-1]),
-                    blob(vector),
-                )
-            if tags:
-                await conn.execute(
-                    "INSERT INTO graph_tags(owner, tag, ts, node_id, ntags)"
-                    " SELECT $1, t, $2, $3, $4 FROM unnest($5::text[]) AS t"
-                    " ON CONFLICT DO NOTHING",
-                    owner,
-                    to_ts(node.timestamp),
-                    node.id,
-                    len(tags),
-                    tags,
-                )
-            if edges:
-                # The target must be the same owner's node: never an edge across people.
-                await conn.execute(
-                    "INSERT INTO graph_connections"
-                    "(owner, from_id, to_id, relation_type, strength, explanation)"
-                    " SELECT $1, $2, e.to_id, e.relation, e.strength, e.explanation"
-                    " FROM unnest($3::text[], $4::text[], $5::float8[], $6::text[])"
-                    " AS e(to_id, relation, strength, explanation)"
-                    " WHERE EXISTS (SELECT 1 FROM nodes WHERE id = e.to_id AND owner = $1)"
-                    " ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET"
-                    " strength = EXCLUDED.strength, explanation = EXCLUDED.explanation",
-                    owner,
-                    node.id,
-                    [c.node_id for c in edges],
-                    [c.relation_type for c in edges],
-                    [float(c.strength) for c in edges],
-                    [c.explanation for c in edges],
-                )
-            if announce:
-                await notify(conn, owner)
+        # One statement (atomic on its own, one round trip): the node, then from what
+        # it inserted (nothing for a duplicate) its vector, tag postings and edges.
+        seq = await self.db.fetchval(
+            ADD_NODE,
+            *node_args(node),
+            None if vector is None else blob(vector),
+            0 if vector is None else int(np.asarray(vector).shape[-1]),
+            model,
+            tags,
+            [c.node_id for c in edges],
+            [c.relation_type for c in edges],
+            [float(c.strength) for c in edges],
+            [c.explanation for c in edges],
+            announce,
+            CHANNEL,
+        )
+        if seq is None:
+            return False
+        seq = int(seq)
         cached = self._cache.get(owner)
         if cached is not None and cached.seq == seq - 1 and vector is None:
             cached.seq = seq

@@ -1,12 +1,22 @@
-"""One person's messages handled by one process at a time, in the order they arrived,
-with PostgreSQL advisory locks (why a lock and not a queue: see docs/storage.md).
+"""One person's messages handled by one process at a time, in the platform's order, when
+several bot processes share a PostgreSQL database (webhook workers behind a load
+balancer: a person's next message may reach another process while the first is being
+answered).
 
-The usual case, nobody else serving that person, costs one ``pg_try_advisory_lock`` on
-a connection this process keeps for its locks (session locks: a process that dies, even
-by ``kill -9``, lets go of its locks as its connection closes). When another process
-holds the person's lock, this one waits in PostgreSQL's own queue for it on a pooled
-connection (``pg_advisory_lock``): waiters are granted in the order they asked, so two
-messages of a person that reach two processes are handled in the order they arrived.
+Why a lock and not a queue: the processes already share PostgreSQL, whose advisory locks
+are exactly "one holder per key, the others wait in the order they asked, released when
+the holder's session ends" (a process killed with ``kill -9`` lets go of its locks as its
+connection closes). A queue would need a consumer per person, redelivery after a crash,
+and would move the reply away from the process holding the platform's request. The lock
+costs one round trip when nobody else serves the person.
+
+Messages that reach two processes at almost the same moment reach PostgreSQL in either
+order, so the lock alone could let the later one first. So each message first registers
+its arrival (``person_arrivals``: the person, the platform's time and message number) in
+the same statement that tries the lock; the holder checks, under the lock, that no
+earlier message of the person is still waiting, and if one is, lets go and tries again a
+moment later. Registered rows older than :data:`ARRIVAL_TTL_S` are ignored (their
+process died: that message was never answered, and must not hold the person up).
 """
 
 from __future__ import annotations
@@ -15,14 +25,49 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 
 import asyncpg
 
 from core.storage.errors import StorageError
 from core.storage.postgres.database import LOCK_NAMESPACE, PgDatabase, translated
+from core.storage.records import to_ts
 
 log = logging.getLogger(__name__)
+
+ARRIVAL_TTL_S = 60.0
+RETRY_S = 0.01  # how soon a process that let an earlier message go first tries again
+_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError)
+
+# Registers the arrival and tries the person's lock in one round trip: NULL when another
+# process holds it; else whether no earlier message of the person is still waiting.
+_ARRIVE = f"""
+WITH arrived AS (
+    INSERT INTO person_arrivals(owner, sent_at, message_no) VALUES ($1, $3, $4)
+    RETURNING arrival
+)
+SELECT (SELECT arrival FROM arrived),
+       CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $2) THEN NOT EXISTS (
+           SELECT 1 FROM person_arrivals
+           WHERE owner = $1
+             AND (sent_at, message_no, arrival) < ($3, $4, (SELECT arrival FROM arrived))
+             AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S}))
+       END
+"""
+_EARLIER_WAITING = f"""
+SELECT EXISTS (
+    SELECT 1 FROM person_arrivals
+    WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
+      AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S}))
+"""
+_TRY = f"SELECT pg_try_advisory_lock({LOCK_NAMESPACE}, $1)"
+_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
+_DONE = (
+    "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
+    f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3)"
+)
 
 
 def person_key(owner: str) -> int:
@@ -31,12 +76,21 @@ def person_key(owner: str) -> int:
     return value - (1 << 31)  # a signed int4; 0 is the migration lock's, rarely hit
 
 
+def message_number(message_id: str | None) -> int:
+    """The platform's message number (Telegram's message id, a Discord snowflake): the
+    order of two messages sent within the same second; 0 when it is not a number."""
+    if message_id and message_id.isdigit() and len(message_id) < 30:
+        return int(message_id)
+    return 0
+
+
 class PersonLocks:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
         self._conn: asyncpg.Connection | None = None
         self._use = asyncio.Lock()  # one query at a time on the shared connection
         self.waits = 0  # times another process was serving the person (observability)
+        self.yielded = 0  # times an earlier message of the person was let go first
 
     async def _shared(self) -> asyncpg.Connection:
         if self._conn is None or self._conn.is_closed():
@@ -44,48 +98,90 @@ class PersonLocks:
             self._conn = await self.db.connect()
         return self._conn
 
-    @contextlib.asynccontextmanager
-    async def serving(self, owner: str) -> AsyncIterator[None]:
-        key = person_key(owner)
+    async def _on_shared(self, sql: str, *args: object) -> asyncpg.Record:
         async with self._use:
             conn = await self._shared()
             with translated():
-                got = await conn.fetchval(
-                    "SELECT pg_try_advisory_lock($1, $2)", LOCK_NAMESPACE, key
-                )
-        if got:
-            try:
-                yield
-            finally:
-                await self._release(conn, key)
-            return
-        self.waits += 1
-        with translated():
-            waiting = await self.db.pool.acquire()
-        try:
-            with translated():
-                await waiting.execute("SELECT pg_advisory_lock($1, $2)", LOCK_NAMESPACE, key)
-            try:
-                yield
-            finally:
-                with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                    await waiting.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_NAMESPACE, key)
-        finally:
-            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                await self.db.pool.release(waiting)
+                row = await conn.fetchrow(sql, *args)
+        assert row is not None
+        return row
 
-    async def _release(self, conn: asyncpg.Connection, key: int) -> None:
-        if conn.is_closed():
-            return  # the session ended: its locks went with it
+    @contextlib.asynccontextmanager
+    async def serving(
+        self, owner: str, *, sent_at: datetime | None = None, message_id: str | None = None
+    ) -> AsyncIterator[None]:
+        key = person_key(owner)
+        when = to_ts(sent_at) if sent_at is not None else time.time()
+        number = message_number(message_id)
+        arrival, first = await self._on_shared(_ARRIVE, owner, key, when, number)
+        deadline = time.monotonic() + ARRIVAL_TTL_S
+        waiting: asyncpg.Connection | None = None
         try:
-            async with self._use:
-                await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_NAMESPACE, key)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError) as exc:
-            log.warning(
-                "could not release a person's lock (%s): closing its session", type(exc).__name__
-            )
-            conn.terminate()
-            self._conn = None
+            while True:
+                if first is None:  # another process serves the person: wait in line
+                    self.waits += 1
+                    if waiting is None:
+                        with translated():
+                            waiting = await self.db.pool.acquire()
+                    with translated():
+                        await waiting.execute(f"SELECT pg_advisory_lock({LOCK_NAMESPACE}, $1)", key)
+                        first = not await waiting.fetchval(
+                            _EARLIER_WAITING, owner, when, number, arrival
+                        )
+                if first or time.monotonic() > deadline:
+                    break
+                # An earlier message of the person reached another process a moment
+                # later than this one: it goes first.
+                self.yielded += 1
+                await self._unlock(key, waiting)
+                await asyncio.sleep(RETRY_S)
+                row = await self._on_shared(_TRY, key)
+                first = (
+                    None
+                    if not row[0]
+                    else not (
+                        await self._on_shared(_EARLIER_WAITING, owner, when, number, arrival)
+                    )[0]
+                )
+                if first is not None and waiting is not None:
+                    await self._release(waiting)
+                    waiting = None
+            yield
+        finally:
+            await self._done(owner, arrival, key, waiting)
+
+    async def _unlock(self, key: int, waiting: asyncpg.Connection | None) -> None:
+        try:
+            if waiting is not None:
+                await waiting.execute(_UNLOCK, key)
+            else:
+                await self._on_shared(_UNLOCK, key)
+        except _ERRORS as exc:
+            log.warning("could not release a person's lock (%s)", type(exc).__name__)
+
+    async def _done(
+        self, owner: str, arrival: int, key: int, waiting: asyncpg.Connection | None
+    ) -> None:
+        """Forget the arrival and let go of the lock, on whichever session holds it."""
+        try:
+            if waiting is not None:
+                await waiting.execute(_DONE, owner, arrival, key)
+            else:
+                await self._on_shared(_DONE, owner, arrival, key)
+        except _ERRORS as exc:
+            # The session is gone (its locks with it) or the server is away; a left-over
+            # arrival is ignored once it is older than ARRIVAL_TTL_S.
+            log.warning("could not release a person's lock (%s)", type(exc).__name__)
+            if waiting is None and self._conn is not None:
+                self._conn.terminate()
+                self._conn = None
+        finally:
+            if waiting is not None:
+                await self._release(waiting)
+
+    async def _release(self, conn: asyncpg.Connection) -> None:
+        with contextlib.suppress(*_ERRORS):
+            await self.db.pool.release(conn)
 
     async def close(self) -> None:
         if self._conn is not None:
