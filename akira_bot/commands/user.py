@@ -37,6 +37,7 @@ from core.memory.structured import (
 )
 from core.pipeline import TurnContext
 from core.services import Services
+from core.storage.api import UserStore
 from core.types import Attachment, Reply, ReplyKind
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,26 @@ class ForgetMeConfirmations:
 
     def clear(self, owner: str) -> None:
         self._pending.pop(owner, None)
+
+
+PENDING_FORGETME = "forgetme_pending"  # profile field: a code asked for in any process
+
+
+async def _stored_forgetme_code(
+    users: UserStore, owner: str, at: datetime, window: timedelta
+) -> str | None:
+    """The code another process gave ``owner`` (kept in their profile), if still valid."""
+    user = await users.get(owner)
+    entry = user.profile.get(PENDING_FORGETME) if user is not None else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("code"), str):
+        return None
+    try:
+        asked_at = datetime.fromisoformat(str(entry.get("asked_at")))
+    except ValueError:
+        return None
+    if not timedelta(0) <= at - asked_at <= window:
+        return None
+    return entry["code"]
 
 
 # --- the commands -----------------------------------------------------------------------------
@@ -340,13 +361,21 @@ def register_user_commands(
     async def forgetme(ctx: TurnContext, args: str) -> CommandResult:
         owner, at = ctx.owner, ctx.message.sent_at
         given = args.strip().upper()
+        users = ctx.services.storage.users
         if not given:
             new_code = confirmations.ask(owner, at)
+            # Also in the person's stored profile: with several bot processes on one
+            # database, the confirmation may reach another process (docs/storage.md).
+            await users.update_profile(
+                owner, **{PENDING_FORGETME: {"code": new_code, "asked_at": at.isoformat()}}
+            )
             minutes = int(confirmations.window.total_seconds() // 60)
             return _reply(
                 tr("forgetme_ask", ctx.language, code=new_code, minutes=minutes), private=True
             )
         code = confirmations.pending(owner, at)
+        if code is None:
+            code = await _stored_forgetme_code(users, owner, at, confirmations.window)
         if code is None:
             return _reply(tr("forgetme_no_request", ctx.language), private=True)
         if not secrets.compare_digest(given.encode(), code.encode()):
