@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from itertools import count
@@ -63,6 +64,27 @@ def make_message(
         addressed=addressed,
         command=Command.parse(text),
     )
+
+
+@pytest.fixture(autouse=True)
+def _storage_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``AKIRA_TEST_STORAGE=postgres``: every engine a test builds from settings uses a
+    PostgreSQL database of its own (tests.postgres), dropped afterwards; the default runs
+    on SQLite files. (Tests of SQLite's own machinery open SQLiteStorage directly.)"""
+    if os.environ.get("AKIRA_TEST_STORAGE") != "postgres":
+        yield
+        return
+    import asyncio
+
+    from tests.postgres import create_database, drop_database, dsn_of
+
+    name = asyncio.run(create_database())
+    monkeypatch.setenv("AKIRA_STORAGE__BACKEND", "postgres")
+    monkeypatch.setenv("AKIRA_STORAGE__POSTGRES_DSN", dsn_of(name))
+    try:
+        yield
+    finally:
+        asyncio.run(drop_database(name))
 
 
 @pytest.fixture
