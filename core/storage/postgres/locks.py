@@ -169,9 +169,9 @@ class PersonLocks:
             else:
                 await self._on_shared(_DONE, owner, arrival, key)
         except _ERRORS as exc:
-            # The session is gone (its locks with it) or the server is away; a left-over
-            # arrival is ignored once it is older than ARRIVAL_TTL_S.
-            log.warning("could not release a person's lock (%s)", type(exc).__name__)
+            # The session is gone (its locks with it) or the server is away (the engine
+            # says so, once); a left-over arrival is ignored once older than ARRIVAL_TTL_S.
+            log.debug("could not release a person's lock (%s)", type(exc).__name__)
             if waiting is None and self._conn is not None:
                 self._conn.terminate()
                 self._conn = None
