@@ -12,8 +12,8 @@ costs one round trip when nobody else serves the person.
 
 Messages that reach two processes at almost the same moment reach PostgreSQL in either
 order, so the lock alone could let the later one first. So each message first registers
-its arrival (``person_arrivals``: the person, the platform's time and message number) in
-the same statement that tries the lock; the holder checks, under the lock, that no
+its arrival (``person_arrivals``: the person, the platform's time and message number) on
+any pooled connection, before it waits for anything; the holder checks, under the lock, that no
 earlier message of the person is still waiting, and if one is, lets go and tries again a
 moment later. Registered rows older than :data:`ARRIVAL_TTL_S` are ignored (their
 process died: that message was never answered, and must not hold the person up).
@@ -41,20 +41,19 @@ ARRIVAL_TTL_S = 60.0
 RETRY_S = 0.01  # how soon a process that let an earlier message go first tries again
 _ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError)
 
-# Registers the arrival and tries the person's lock in one round trip: NULL when another
-# process holds it; else whether no earlier message of the person is still waiting.
-_ARRIVE = f"""
-WITH arrived AS (
-    INSERT INTO person_arrivals(owner, sent_at, message_no) VALUES ($1, $3, $4)
-    RETURNING arrival
+# Registers the arrival: on any pooled connection, at once (not behind other people's
+# lock operations on a locking session).
+_ARRIVE = (
+    "INSERT INTO person_arrivals(owner, sent_at, message_no) VALUES ($1, $2, $3) RETURNING arrival"
 )
-SELECT (SELECT arrival FROM arrived),
-       CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $2) THEN NOT EXISTS (
-           SELECT 1 FROM person_arrivals
-           WHERE owner = $1
-             AND (sent_at, message_no, arrival) < ($3, $4, (SELECT arrival FROM arrived))
-             AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S}))
-       END
+# Tries the person's lock: NULL when another process holds it; else whether no earlier
+# message of the person is still waiting.
+_TRY_FIRST = f"""
+SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
+    SELECT 1 FROM person_arrivals
+    WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
+      AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S}))
+END
 """
 _EARLIER_WAITING = f"""
 SELECT EXISTS (
@@ -62,7 +61,6 @@ SELECT EXISTS (
     WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
       AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S}))
 """
-_TRY = f"SELECT pg_try_advisory_lock({LOCK_NAMESPACE}, $1)"
 _UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
 _DONE = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
@@ -84,39 +82,61 @@ def message_number(message_id: str | None) -> int:
     return 0
 
 
+SESSIONS = 4  # connections this process holds people's locks on (a person: always one)
+
+
+class _Session:
+    """A connection kept for locks, one query at a time."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        self.db = db
+        self.conn: asyncpg.Connection | None = None
+        self.use = asyncio.Lock()
+
+    async def fetchrow(self, sql: str, *args: object) -> asyncpg.Record:
+        async with self.use:
+            if self.conn is None or self.conn.is_closed():
+                # A new session: whatever the old one held was released with it.
+                self.conn = await self.db.connect()
+            with translated():
+                row = await self.conn.fetchrow(sql, *args)
+        assert row is not None
+        return row
+
+    def drop(self) -> None:
+        if self.conn is not None:
+            self.conn.terminate()
+            self.conn = None
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            conn, self.conn = self.conn, None
+            try:
+                await conn.close(timeout=2)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+                conn.terminate()
+
+
 class PersonLocks:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
-        self._conn: asyncpg.Connection | None = None
-        self._use = asyncio.Lock()  # one query at a time on the shared connection
+        self._sessions = [_Session(db) for _ in range(SESSIONS)]
         self.waits = 0  # times another process was serving the person (observability)
         self.yielded = 0  # times an earlier message of the person was let go first
-
-    async def _shared(self) -> asyncpg.Connection:
-        if self._conn is None or self._conn.is_closed():
-            # A new session: whatever the old one held was released with it.
-            self._conn = await self.db.connect()
-        return self._conn
-
-    async def _on_shared(self, sql: str, *args: object) -> asyncpg.Record:
-        async with self._use:
-            conn = await self._shared()
-            with translated():
-                row = await conn.fetchrow(sql, *args)
-        assert row is not None
-        return row
 
     @contextlib.asynccontextmanager
     async def serving(
         self, owner: str, *, sent_at: datetime | None = None, message_id: str | None = None
     ) -> AsyncIterator[None]:
         key = person_key(owner)
+        session = self._sessions[key % SESSIONS]
         when = to_ts(sent_at) if sent_at is not None else time.time()
         number = message_number(message_id)
-        arrival, first = await self._on_shared(_ARRIVE, owner, key, when, number)
+        arrival = int(await self.db.fetchval(_ARRIVE, owner, when, number))
         deadline = time.monotonic() + ARRIVAL_TTL_S
         waiting: asyncpg.Connection | None = None
         try:
+            first = (await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key))[0]
             while True:
                 if first is None:  # another process serves the person: wait in line
                     self.waits += 1
@@ -133,48 +153,55 @@ class PersonLocks:
                 # An earlier message of the person reached another process a moment
                 # later than this one: it goes first.
                 self.yielded += 1
-                await self._unlock(key, waiting)
+                await self._unlock(session, key, waiting)
                 await asyncio.sleep(RETRY_S)
-                row = await self._on_shared(_TRY, key)
-                first = (
-                    None
-                    if not row[0]
-                    else not (
-                        await self._on_shared(_EARLIER_WAITING, owner, when, number, arrival)
-                    )[0]
-                )
+                first = (await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key))[0]
                 if first is not None and waiting is not None:
                     await self._release(waiting)
                     waiting = None
             yield
         finally:
-            await self._done(owner, arrival, key, waiting)
+            await self._done(session, owner, arrival, key, waiting)
 
-    async def _unlock(self, key: int, waiting: asyncpg.Connection | None) -> None:
+    async def _unlock(
+        self, session: _Session, key: int, waiting: asyncpg.Connection | None
+    ) -> None:
         try:
             if waiting is not None:
                 await waiting.execute(_UNLOCK, key)
             else:
-                await self._on_shared(_UNLOCK, key)
+                await session.fetchrow(_UNLOCK, key)
         except _ERRORS as exc:
-            log.warning("could not release a person's lock (%s)", type(exc).__name__)
+            log.debug("could not release a person's lock (%s)", type(exc).__name__)
+            # Closing the session lets go of its locks.
+            if waiting is not None:
+                waiting.terminate()
+            else:
+                session.drop()
 
     async def _done(
-        self, owner: str, arrival: int, key: int, waiting: asyncpg.Connection | None
+        self,
+        session: _Session,
+        owner: str,
+        arrival: int,
+        key: int,
+        waiting: asyncpg.Connection | None,
     ) -> None:
         """Forget the arrival and let go of the lock, on whichever session holds it."""
         try:
             if waiting is not None:
                 await waiting.execute(_DONE, owner, arrival, key)
             else:
-                await self._on_shared(_DONE, owner, arrival, key)
+                await session.fetchrow(_DONE, owner, arrival, key)
         except _ERRORS as exc:
             # The session is gone (its locks with it) or the server is away (the engine
             # says so, once); a left-over arrival is ignored once older than ARRIVAL_TTL_S.
             log.debug("could not release a person's lock (%s)", type(exc).__name__)
-            if waiting is None and self._conn is not None:
-                self._conn.terminate()
-                self._conn = None
+            if waiting is None:
+                session.drop()
+            else:
+                # Never back to the pool still holding the person's lock: closed instead.
+                waiting.terminate()
         finally:
             if waiting is not None:
                 await self._release(waiting)
@@ -184,9 +211,5 @@ class PersonLocks:
             await self.db.pool.release(conn)
 
     async def close(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            try:
-                await conn.close(timeout=2)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
-                conn.terminate()
+        for session in self._sessions:
+            await session.close()
