@@ -4,9 +4,8 @@ balancer: a person's next message may reach another process while the first is b
 answered).
 
 Why a lock and not a queue: the processes already share PostgreSQL, whose advisory locks
-are exactly "one holder per key, the others wait in the order they asked, released when
-the holder's session ends" (a process killed with ``kill -9`` lets go of its locks as its
-connection closes). A queue would need a consumer per person, redelivery after a crash,
+are exactly "one holder per key, released when the holder's session ends" (a process
+killed with ``kill -9`` lets go of its locks as its connection closes). A queue would need a consumer per person, redelivery after a crash,
 and would move the reply away from the process holding the platform's request. The lock
 costs one round trip when nobody else serves the person.
 
@@ -15,7 +14,9 @@ order, so the lock alone could let the later one first. So each message first re
 its arrival (``person_arrivals``: the person, the platform's time and message number) on
 any pooled connection, before it waits for anything; the holder checks, under the lock, that no
 earlier message of the person is still waiting, and if one is, lets go and tries again a
-moment later. Registered rows older than :data:`ARRIVAL_TTL_S` are ignored (their
+moment later. Waiters try again every few milliseconds (doubling up to 50 ms) rather
+than wait in PostgreSQL's queue on a pooled connection: waiters holding the pool left the
+holder none to finish with (seen: a load run that hung). Registered rows older than :data:`ARRIVAL_TTL_S` are ignored (their
 process died: that message was never answered, and must not hold the person up).
 """
 
@@ -38,7 +39,9 @@ from core.storage.records import to_ts
 log = logging.getLogger(__name__)
 
 ARRIVAL_TTL_S = 60.0
-RETRY_S = 0.01  # how soon a process that let an earlier message go first tries again
+# How soon a waiting message tries the person's lock again, doubling up to the most.
+RETRY_S = 0.005
+MAX_RETRY_S = 0.05
 _ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError)
 
 # Registers the arrival: on any pooled connection, at once (not behind other people's
@@ -54,12 +57,6 @@ SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
     WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
       AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S}))
 END
-"""
-_EARLIER_WAITING = f"""
-SELECT EXISTS (
-    SELECT 1 FROM person_arrivals
-    WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
-      AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S}))
 """
 _UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
 _DONE = (
@@ -134,81 +131,38 @@ class PersonLocks:
         number = message_number(message_id)
         arrival = int(await self.db.fetchval(_ARRIVE, owner, when, number))
         deadline = time.monotonic() + ARRIVAL_TTL_S
-        waiting: asyncpg.Connection | None = None
+        pause = RETRY_S
         try:
-            first = (await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key))[0]
             while True:
-                if first is None:  # another process serves the person: wait in line
-                    self.waits += 1
-                    if waiting is None:
-                        with translated():
-                            waiting = await self.db.pool.acquire()
-                    with translated():
-                        await waiting.execute(f"SELECT pg_advisory_lock({LOCK_NAMESPACE}, $1)", key)
-                        first = not await waiting.fetchval(
-                            _EARLIER_WAITING, owner, when, number, arrival
-                        )
-                if first or time.monotonic() > deadline:
+                row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
+                first = row[0]
+                if first or (first is not None and time.monotonic() > deadline):
                     break
-                # An earlier message of the person reached another process a moment
-                # later than this one: it goes first.
-                self.yielded += 1
-                await self._unlock(session, key, waiting)
-                await asyncio.sleep(RETRY_S)
-                first = (await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key))[0]
-                if first is not None and waiting is not None:
-                    await self._release(waiting)
-                    waiting = None
+                if first is None:
+                    self.waits += 1  # another process serves the person
+                else:
+                    # An earlier message of the person reached another process a moment
+                    # later than this one: it goes first.
+                    self.yielded += 1
+                    await session.fetchrow(_UNLOCK, key)
+                # Waiting by trying again, never on a pooled connection: waiters holding
+                # the pool would leave the holder none to finish with. Which waiter goes
+                # next is the arrivals' order, not the lock's queue.
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, MAX_RETRY_S)
             yield
         finally:
-            await self._done(session, owner, arrival, key, waiting)
+            await self._done(session, owner, arrival, key)
 
-    async def _unlock(
-        self, session: _Session, key: int, waiting: asyncpg.Connection | None
-    ) -> None:
+    async def _done(self, session: _Session, owner: str, arrival: int, key: int) -> None:
+        """Forget the arrival and let go of the lock."""
         try:
-            if waiting is not None:
-                await waiting.execute(_UNLOCK, key)
-            else:
-                await session.fetchrow(_UNLOCK, key)
-        except _ERRORS as exc:
-            log.debug("could not release a person's lock (%s)", type(exc).__name__)
-            # Closing the session lets go of its locks.
-            if waiting is not None:
-                waiting.terminate()
-            else:
-                session.drop()
-
-    async def _done(
-        self,
-        session: _Session,
-        owner: str,
-        arrival: int,
-        key: int,
-        waiting: asyncpg.Connection | None,
-    ) -> None:
-        """Forget the arrival and let go of the lock, on whichever session holds it."""
-        try:
-            if waiting is not None:
-                await waiting.execute(_DONE, owner, arrival, key)
-            else:
-                await session.fetchrow(_DONE, owner, arrival, key)
+            await session.fetchrow(_DONE, owner, arrival, key)
         except _ERRORS as exc:
             # The session is gone (its locks with it) or the server is away (the engine
             # says so, once); a left-over arrival is ignored once older than ARRIVAL_TTL_S.
             log.debug("could not release a person's lock (%s)", type(exc).__name__)
-            if waiting is None:
-                session.drop()
-            else:
-                # Never back to the pool still holding the person's lock: closed instead.
-                waiting.terminate()
-        finally:
-            if waiting is not None:
-                await self._release(waiting)
-
-    async def _release(self, conn: asyncpg.Connection) -> None:
-        with contextlib.suppress(*_ERRORS):
-            await self.db.pool.release(conn)
+            session.drop()  # closing the session lets go of its locks
 
     async def close(self) -> None:
         for session in self._sessions:
