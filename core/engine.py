@@ -146,12 +146,62 @@ class Engine(Startable):
         lane.waiting += 1
         try:
             with self._in_flight.one():
-                async with lane.lock, self._slots:
-                    await self._process(message, responder)
+                async with lane.lock:
+                    await self._serve(message, responder)
         finally:
             lane.waiting -= 1
             if lane.waiting == 0 and not lane.lock.locked():
                 self._lanes.pop(owner, None)
+
+    async def _serve(self, message: IncomingMessage, responder: Responder) -> None:
+        """With several processes on one database (PostgreSQL), one of them at a time
+        handles this person's message, in the platform's order (the storage's lock). The
+        lock is asked for before waiting for a free slot: a message's arrival must be
+        known to the other processes at once, not once this one has room for it."""
+        try:
+            serving = self.services.storage.serving(
+                message.owner, sent_at=message.sent_at, message_id=message.message_id
+            )
+            await serving.__aenter__()
+        except Exception as exc:
+            language = normalise_locale(message.locale) or self.services.config.default_language
+            if not await self._storage_trouble(exc, message, responder, language):
+                raise
+            return
+        try:
+            async with self._slots:
+                await self._process(message, responder)
+        finally:
+            await serving.__aexit__(None, None, None)
+
+    async def _storage_trouble(
+        self,
+        exc: BaseException,
+        message: IncomingMessage,
+        responder: Responder,
+        language: str,
+        *,
+        sent: bool = False,
+    ) -> bool:
+        """A database server that is away, or a full disk: one line, an honest reply
+        (unless one was sent), True. Anything else: False."""
+        if is_storage_unavailable(exc):
+            # Nothing of this message was acknowledged as stored; no traceback, and the
+            # next message tries again.
+            log.error(
+                "storage unavailable: a message of %s was not handled (%s)", message.owner, exc
+            )
+            if not sent:
+                await responder.send(Reply(t("storage_unavailable", language), ReplyKind.FALLBACK))
+            return True
+        if is_storage_full(exc):
+            # Nothing is wrong with the message or the code: say what happened, once
+            # per message, without a traceback each time.
+            log.error("storage full: a message of %s was not stored (%s)", message.owner, exc)
+            if not sent:
+                await responder.send(Reply(t("storage_full", language), ReplyKind.FALLBACK))
+            return True
+        return False
 
     async def _process(self, message: IncomingMessage, responder: Responder) -> None:
         ctx = TurnContext(
@@ -164,29 +214,12 @@ class Engine(Startable):
             # What another process changed of someone's data since the last message (an
             # engine worker serving an admin, `akira-bot memory forget` or `import`)
             # drops what this one keeps of them: a primary-key lookup when nothing did.
-            # With several processes on one database (PostgreSQL), one of them at a time
-            # handles this person's message, in the order they came (the storage's lock).
-            async with self.services.storage.serving(message.owner):
-                await self.services.storage.catch_up()
-                await self.pipeline.run(ctx)
+            await self.services.storage.catch_up()
+            await self.pipeline.run(ctx)
         except Exception as exc:
-            if is_storage_unavailable(exc):
-                # The database server is away: nothing of this message was acknowledged
-                # as stored; one line, no traceback, and the next message tries again.
-                log.error(
-                    "storage unavailable: a message of %s was not handled (%s)", message.owner, exc
-                )
-                if not ctx.sent:
-                    await responder.send(
-                        Reply(t("storage_unavailable", ctx.language), ReplyKind.FALLBACK)
-                    )
-                return
-            if is_storage_full(exc):
-                # Nothing is wrong with the message or the code: say what happened, once
-                # per message, without a traceback each time.
-                log.error("storage full: a message of %s was not stored (%s)", message.owner, exc)
-                if not ctx.sent:
-                    await responder.send(Reply(t("storage_full", ctx.language), ReplyKind.FALLBACK))
+            if await self._storage_trouble(
+                exc, message, responder, ctx.language, sent=bool(ctx.sent)
+            ):
                 return
             # The message was stored first; the person gets a polite reply, not silence.
             log.exception("pipeline failed for a message of %s", message.owner)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,27 @@ def _root_logging_restored() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _storage_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``AKIRA_TEST_STORAGE=postgres``: every engine a test builds from settings uses a
+    PostgreSQL database of its own (tests.postgres), dropped afterwards; the default runs
+    on SQLite files. (Tests of SQLite's own machinery open SQLiteStorage directly.)"""
+    if os.environ.get("AKIRA_TEST_STORAGE") != "postgres":
+        yield
+        return
+    import asyncio
+
+    from tests.postgres import create_database, drop_database, dsn_of
+
+    name = asyncio.run(create_database())
+    monkeypatch.setenv("AKIRA_STORAGE__BACKEND", "postgres")
+    monkeypatch.setenv("AKIRA_STORAGE__POSTGRES_DSN", dsn_of(name))
+    try:
+        yield
+    finally:
+        asyncio.run(drop_database(name))
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from core.memory.structured import (
 )
 from core.pipeline import TurnContext
 from core.services import Services
+from core.storage.api import UserStore
 from core.types import Attachment, CommandSpec, Reply, ReplyKind
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,26 @@ def _confirmations(services: Services) -> ForgetMeConfirmations:
         tracker = ForgetMeConfirmations()
         services.provide(tracker)
     return tracker
+
+
+PENDING_FORGETME = "forgetme_pending"  # profile field: a code asked for in any process
+
+
+async def _stored_forgetme_code(
+    users: UserStore, owner: str, at: datetime, window: timedelta
+) -> str | None:
+    """The code another process gave ``owner`` (kept in their profile), if still valid."""
+    user = await users.get(owner)
+    entry = user.profile.get(PENDING_FORGETME) if user is not None else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("code"), str):
+        return None
+    try:
+        asked_at = datetime.fromisoformat(str(entry.get("asked_at")))
+    except ValueError:
+        return None
+    if not timedelta(0) <= at - asked_at <= window:
+        return None
+    return entry["code"]
 
 
 # --- the commands -----------------------------------------------------------------------------
@@ -315,18 +336,27 @@ async def forget(ctx: TurnContext, args: str) -> CommandResult:
 async def forgetme(ctx: TurnContext, args: str) -> CommandResult:
     owner, at = ctx.owner, ctx.message.sent_at
     given = args.strip().upper()
+    users = ctx.services.storage.users
+    confirmations = _confirmations(ctx.services)
     if not given:
-        new_code = _confirmations(ctx.services).ask(owner, at)
-        minutes = int(_confirmations(ctx.services).window.total_seconds() // 60)
+        new_code = confirmations.ask(owner, at)
+        # Also in the person's stored profile: with several bot processes on one
+        # database, the confirmation may reach another process (docs/storage.md).
+        await users.update_profile(
+            owner, **{PENDING_FORGETME: {"code": new_code, "asked_at": at.isoformat()}}
+        )
+        minutes = int(confirmations.window.total_seconds() // 60)
         return _reply(
             tr("forgetme_ask", ctx.language, code=new_code, minutes=minutes), private=True
         )
-    code = _confirmations(ctx.services).pending(owner, at)
+    code = confirmations.pending(owner, at)
+    if code is None:
+        code = await _stored_forgetme_code(users, owner, at, confirmations.window)
     if code is None:
         return _reply(tr("forgetme_no_request", ctx.language), private=True)
     if not secrets.compare_digest(given.encode(), code.encode()):
         return _reply(tr("forgetme_wrong_code", ctx.language, code=code), private=True)
-    _confirmations(ctx.services).clear(owner)
+    confirmations.clear(owner)
     language = ctx.language
     # Hold the person's memory lock: an extraction still running for an earlier
     # message must not write anything back after this.

@@ -426,9 +426,11 @@ class Storage(Protocol):
 
     def drop_cached(self, owner: str | None) -> None: ...
 
-    def serving(self, owner: str) -> AbstractAsyncContextManager[None]:
+    def serving(
+        self, owner: str, *, sent_at: datetime | None = None, message_id: str | None = None
+    ) -> AbstractAsyncContextManager[None]:
         """Held while one message of ``owner`` is handled: with several processes on one
-        database, no other process handles a message of ``owner`` meanwhile, and the
-        waiting ones go in the order they asked. Within one process the engine already
-        keeps each person's messages in order."""
+        database, no other process handles a message of ``owner`` meanwhile, and they go
+        in the platform's order (``sent_at``, then the message number). Within one
+        process the engine already keeps each person's messages in order."""
         ...

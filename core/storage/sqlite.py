@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,9 @@ class SQLiteStorage:
         return self.db.path
 
     @contextlib.asynccontextmanager
-    async def serving(self, owner: str) -> AsyncIterator[None]:
+    async def serving(
+        self, owner: str, *, sent_at: datetime | None = None, message_id: str | None = None
+    ) -> AsyncIterator[None]:
         """Nothing to hold: one process serves a person (the engine keeps their
         messages in order; engine workers shard people by owner, core.workers)."""
         yield

@@ -71,3 +71,22 @@ def test_every_message_is_stored_and_answered_once_in_order(workers: int, tmp_pa
         line["wall"] - line["start_s"] == pytest.approx(lines[0]["wall"] - starts[0], abs=1e-3)
         for line in lines
     )
+
+
+def test_two_processes_on_postgres_store_and_answer_every_message_once() -> None:
+    """``--storage postgres --processes 2``: two engine processes on one throwaway
+    database, each message to the next process whoever its author; verified from the
+    database. (Order across processes depends on how far apart a person's lines arrive:
+    measured, not asserted here; docs/storage.md.)"""
+    size = ["--users", "10", "--messages", "3", "--think-ms", "20"]
+    run = subprocess.run(
+        [sys.executable, str(LOAD), *size, "--storage", "postgres", "--processes", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    result = json.loads(run.stdout)
+    assert result["messages"] == result["stored"] == result["delivered"] == 30
+    assert (result["lost"], result["duplicates"]) == (0, 0)
+    assert result["leaks"] == 0 and result["stored_replies"] == 30
+    assert result["config"]["storage"] == "postgres" and result["config"]["processes"] == 2

@@ -96,11 +96,13 @@ async def test_two_processes_one_person_in_order_and_forgetme_everywhere(tmp_pat
                 places = [prompt.find(text) for text in TURNS[:3]]
                 assert -1 not in places and places == sorted(places), prompt
 
+                # Asked on one process, confirmed on the other (the code is stored).
                 asked = await first.say("/forgetme")
                 code = re.search(r"/forgetme\s+(\S+)", asked)
                 assert code is not None, asked
-                await first.say(f"/forgetme {code.group(1)}")
-                after = await second.say("quinto oboé")
+                done = await second.say(f"/forgetme {code.group(1)}")
+                assert re.search(r"\d", done), done
+                after = await first.say("quinto oboé")
                 assert after == "Eco: quinto oboé"
                 prompt = _prompt_of(fake, "quinto oboé")
                 assert not any(text in prompt for text in TURNS), prompt

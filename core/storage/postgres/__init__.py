@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from typing import Any
 
 from core.storage.api import OwnedData
@@ -75,8 +76,10 @@ class PostgresStorage:
         await self.close()
 
     @contextlib.asynccontextmanager
-    async def serving(self, owner: str) -> AsyncIterator[None]:
-        async with self.locks.serving(owner):
+    async def serving(
+        self, owner: str, *, sent_at: datetime | None = None, message_id: str | None = None
+    ) -> AsyncIterator[None]:
+        async with self.locks.serving(owner, sent_at=sent_at, message_id=message_id):
             yield
 
     async def export_owner(self, owner: str) -> dict[str, Any]:

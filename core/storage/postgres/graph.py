@@ -10,6 +10,7 @@ English stems, accents removed; see core.storage.postgres.schema)."""
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -26,9 +27,9 @@ from core.storage.graph_records import (
     storable_connections,
 )
 from core.storage.owner_words import MAX_QUERY_WORDS, words
-from core.storage.postgres.changes import notify
+from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import PgDatabase, affected
-from core.storage.postgres.nodes import NODE_COLUMNS, insert_node
+from core.storage.postgres.nodes import INSERT_NODE, NODE_COLUMNS, node_args
 from core.storage.records import (
     EVERY_OWNER,
     Connection,
@@ -40,6 +41,36 @@ from core.storage.records import (
 from core.storage.vector_cache import OwnerVectors, as_vector, blob
 
 _EDGE_COLUMNS = "from_id, to_id, relation_type, strength, explanation"
+# $1-$14 the node (core.storage.postgres.nodes.node_args), $15 vector bytes or NULL,
+# $16 its dimension, $17 model, $18 tags, $19-$22 edges (targets, relations, strengths,
+# explanations), $23 whether to announce the change, $24 the channel.
+ADD_NODE = f"""
+WITH node AS ({INSERT_NODE}),
+vector AS (
+    INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)
+    SELECT $1, $2, $17, $16, $15 FROM node WHERE $15::bytea IS NOT NULL
+    ON CONFLICT (node_id) DO UPDATE SET
+        model = EXCLUDED.model, dim = EXCLUDED.dim, vector = EXCLUDED.vector
+),
+tags AS (
+    INSERT INTO graph_tags(owner, tag, ts, node_id, ntags)
+    SELECT $2, t, $5, $1, cardinality($18::text[]) FROM node, unnest($18::text[]) AS t
+    ON CONFLICT DO NOTHING
+),
+edges AS (
+    -- The target must be the same owner's node: never an edge across people.
+    INSERT INTO graph_connections(owner, from_id, to_id, relation_type, strength, explanation)
+    SELECT $2, $1, e.to_id, e.relation, e.strength, e.explanation
+    FROM node, unnest($19::text[], $20::text[], $21::float8[], $22::text[])
+        AS e(to_id, relation, strength, explanation)
+    WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.to_id AND n.owner = $2)
+    ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET
+        strength = EXCLUDED.strength, explanation = EXCLUDED.explanation
+),
+announced AS (SELECT pg_notify($24, $2) FROM node WHERE $23)
+SELECT seq FROM node, (SELECT count(*) FROM announced) AS a
+"""
+FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
 
 
 def _tsquery(query: str, stop_words: Iterable[str]) -> str | None:
@@ -52,17 +83,18 @@ def _tsquery(query: str, stop_words: Iterable[str]) -> str | None:
 
 
 class _Cached:
-    """An owner's matrix and the newest ``seq`` it holds."""
+    """An owner's matrix and edges, and the newest ``seq`` they hold."""
 
-    __slots__ = ("seq", "vectors")
+    __slots__ = ("seq", "unwalkable", "vectors")
 
     def __init__(self, vectors: OwnerVectors | None, seq: int) -> None:
         self.vectors = vectors
         self.seq = seq
+        self.unwalkable = False  # a node without a vector was seen before the matrix
 
     @property
     def rows(self) -> int:
-        return self.vectors.n if self.vectors is not None else 0
+        return self.vectors.rows if self.vectors is not None else 0
 
 
 class PgGraphStore(GraphStore):
@@ -140,60 +172,47 @@ class PgGraphStore(GraphStore):
         owner = node.owner
         tags = list(dict.fromkeys(node.tags))
         edges = storable_connections(node, connections)
-        async with self.db.transaction() as conn:
-            seq = await insert_node(conn, node)
-            if seq is None:
-                return False
-            if vector is not None:
-                await conn.execute(
-                    "INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)"
-                    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (node_id) DO UPDATE SET"
-                    " model = EXCLUDED.model, dim = EXCLUDED.dim, vector = EXCLUDED.vector",
-                    node.id,
-                    owner,
-                    model,
-                    int(np.asarray(vector).shape[-1]),
-                    blob(vector),
-                )
-            if tags:
-                await conn.execute(
-                    "INSERT INTO graph_tags(owner, tag, ts, node_id, ntags)"
-                    " SELECT $1, t, $2, $3, $4 FROM unnest($5::text[]) AS t"
-                    " ON CONFLICT DO NOTHING",
-                    owner,
-                    to_ts(node.timestamp),
-                    node.id,
-                    len(tags),
-                    tags,
-                )
-            if edges:
-                # The target must be the same owner's node: never an edge across people.
-                await conn.execute(
-                    "INSERT INTO graph_connections"
-                    "(owner, from_id, to_id, relation_type, strength, explanation)"
-                    " SELECT $1, $2, e.to_id, e.relation, e.strength, e.explanation"
-                    " FROM unnest($3::text[], $4::text[], $5::float8[], $6::text[])"
-                    " AS e(to_id, relation, strength, explanation)"
-                    " WHERE EXISTS (SELECT 1 FROM nodes WHERE id = e.to_id AND owner = $1)"
-                    " ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET"
-                    " strength = EXCLUDED.strength, explanation = EXCLUDED.explanation",
-                    owner,
-                    node.id,
-                    [c.node_id for c in edges],
-                    [c.relation_type for c in edges],
-                    [float(c.strength) for c in edges],
-                    [c.explanation for c in edges],
-                )
-            if announce:
-                await notify(conn, owner)
+        # One statement (atomic on its own, one round trip): the node, then from what
+        # it inserted (nothing for a duplicate) its vector, tag postings and edges.
+        seq = await self.db.fetchval(
+            ADD_NODE,
+            *node_args(node),
+            None if vector is None else blob(vector),
+            0 if vector is None else int(np.asarray(vector).shape[-1]),
+            model,
+            tags,
+            [c.node_id for c in edges],
+            [c.relation_type for c in edges],
+            [float(c.strength) for c in edges],
+            [c.explanation for c in edges],
+            announce,
+            CHANNEL,
+        )
+        if seq is None:
+            return False
+        seq = int(seq)
         cached = self._cache.get(owner)
-        if cached is not None and vector is not None and cached.seq == seq - 1:
+        if cached is not None and cached.seq == seq - 1 and vector is None:
+            cached.seq = seq
+            if cached.vectors is not None:
+                cached.vectors.walkable = False
+            else:
+                cached.unwalkable = True
+        elif cached is not None and vector is not None and cached.seq == seq - 1:
             # The next node in order: appended here, no query. Otherwise the next
             # search reads what it misses.
             if cached.vectors is None:
                 cached.vectors = OwnerVectors(int(np.asarray(vector).shape[-1]))
             before = cached.rows
-            cached.vectors.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
+            vectors = cached.vectors
+            vectors.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
+            for c in edges:
+                if c.node_id not in vectors.index:
+                    vectors.walkable = False  # stored only if that node is the owner's
+                    continue
+                vectors.add_edge(
+                    Edge(node.id, c.node_id, c.relation_type, float(c.strength), c.explanation)
+                )
             cached.seq = seq
             self._cached_rows += cached.rows - before
             self._evict()
@@ -253,19 +272,36 @@ class PgGraphStore(GraphStore):
             cached = _Cached(None, 0)
         else:
             self._cache.move_to_end(owner)
+        # A nested loop from the owner's new nodes (usually none: one index probe; a join
+        # over every vector of the owner cost ~8 ms at 10k of them), each with its
+        # outgoing edges (edges are written with their source node, never later): the
+        # recall walk then reads them from memory, as with SQLite.
         rows = await self.db.fetch(
-            "SELECT e.node_id, e.vector, e.dim, n.ts, n.scope, n.seq FROM nodes n"
-            " JOIN graph_embeddings e ON e.node_id = n.id"
-            " WHERE n.owner = $1 AND n.seq > $2 AND e.owner = $1 ORDER BY n.seq",
+            "SELECT n.id AS node_id, e.vector, e.dim, n.ts, n.scope, n.seq,"
+            " (SELECT json_agg(json_build_array(c.to_id, c.relation_type, c.strength,"
+            "  c.explanation)) FROM graph_connections c"
+            "  WHERE c.owner = $1 AND c.from_id = n.id) AS edges"
+            " FROM nodes n LEFT JOIN LATERAL (SELECT vector, dim FROM graph_embeddings"
+            "  WHERE node_id = n.id AND owner = $1) AS e ON true"
+            # The row comparison walks the (owner, seq) index from the last one seen.
+            " WHERE (n.owner, n.seq) > ($1, $2) AND n.owner = $1 ORDER BY n.owner, n.seq",
             owner,
             cached.seq,
         )
         if rows:
             before = cached.rows
-            if cached.vectors is None:
-                cached.vectors = OwnerVectors(int(rows[0]["dim"]), capacity=len(rows) + 64)
-            vectors = cached.vectors
             for row in rows:
+                if row["vector"] is None:
+                    # A node the matrix cannot hold: walks ask PostgreSQL from now on.
+                    if cached.vectors is not None:
+                        cached.vectors.walkable = False
+                    else:
+                        cached.unwalkable = True
+                    continue
+                if cached.vectors is None:
+                    cached.vectors = OwnerVectors(int(row["dim"]), capacity=len(rows) + 64)
+                    cached.vectors.walkable = not cached.unwalkable
+                vectors = cached.vectors
                 if int(row["dim"]) != vectors.dim:
                     raise EmbeddingModelMismatch(
                         f"vectors of two sizes stored for one owner ({vectors.dim}, {row['dim']})"
@@ -276,6 +312,12 @@ class PgGraphStore(GraphStore):
                     row["ts"],
                     row["scope"],
                 )
+                for to_id, relation, strength, explanation in json.loads(row["edges"] or "[]"):
+                    if to_id not in vectors.index:
+                        vectors.walkable = False
+                    vectors.add_edge(
+                        Edge(row["node_id"], to_id, relation, float(strength), explanation)
+                    )
             cached.seq = max(cached.seq, int(rows[-1]["seq"]))
             if owner not in self._cache:
                 self._cache[owner] = cached
@@ -300,7 +342,7 @@ class PgGraphStore(GraphStore):
         return {
             "owners": len(self._cache),
             "rows": sum(v.n for v in held),
-            "edges": 0,
+            "edges": sum(v.edge_count for v in held),
             "bytes": sum(v.nbytes for v in held),
         }
 
@@ -339,25 +381,30 @@ class PgGraphStore(GraphStore):
         terms = _tsquery(query, stop_words)
         if terms is None or k <= 0 or (scopes is not None and not scopes):
             return []
-        sql = (
-            "WITH q AS (SELECT to_tsquery('pg_catalog.portuguese', $2)"
-            " || to_tsquery('pg_catalog.english', $2) AS query)"
-            " SELECT n.id, ts_rank(n.words, q.query) AS score FROM nodes n, q"
-            " WHERE n.owner = $1 AND n.words @@ q.query"
-        )
+        # Only the owner's latest ``FTS_WINDOW`` matches are ranked (as SQLite does):
+        # ranking every match of a common word cost ~200 ms at 10k nodes of one person.
+        inner = "n.owner = $1 AND n.words @@ q.query"
         args: list[Any] = [owner, terms]
         if scopes is not None:
             args.append(list(scopes))
-            sql += f" AND n.scope = ANY(${len(args)}::text[])"
+            inner += f" AND n.scope = ANY(${len(args)}::text[])"
         if at is not None:
             args.append(to_ts(at))
-            sql += f" AND n.ts <= ${len(args)}"
+            inner += f" AND n.ts <= ${len(args)}"
         excluded = list(dict.fromkeys(exclude))
         if excluded:
             args.append(excluded)
-            sql += f" AND NOT (n.id = ANY(${len(args)}::text[]))"
+            inner += f" AND NOT (n.id = ANY(${len(args)}::text[]))"
+        args.append(FTS_WINDOW)
+        window = len(args)
         args.append(k)
-        sql += f" ORDER BY score DESC, n.ts DESC, n.seq DESC LIMIT ${len(args)}"
+        sql = (
+            "SELECT w.id, ts_rank(w.words, q.query) AS score FROM (SELECT"
+            " to_tsquery('pg_catalog.portuguese', $2) || to_tsquery('pg_catalog.english', $2)"
+            " AS query) AS q, LATERAL (SELECT n.id, n.words, n.ts, n.seq FROM nodes n"
+            f" WHERE {inner} ORDER BY n.ts DESC, n.seq DESC LIMIT ${window}) AS w"
+            f" ORDER BY score DESC, w.ts DESC, w.seq DESC LIMIT ${len(args)}"
+        )
         rows = await self.db.fetch(sql, *args)
         return [(row["id"], float(row["score"])) for row in rows if row["score"] > 0]
 
@@ -387,15 +434,32 @@ class PgGraphStore(GraphStore):
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return [], {}
-        async with self.db.transaction() as conn:  # edges and ends from one snapshot
-            edges = _edges(await self._edge_rows(conn, owner, ids))
-            ends = list({e.to_id for e in edges} | {e.from_id for e in edges})
-            rows = await conn.fetch(
-                "SELECT id, ts, scope FROM nodes WHERE id = ANY($1::text[]) AND owner = $2",
-                ends,
-                owner,
-            )
-        return edges, {r[0]: NodePlace(float(r[1]), r[2]) for r in rows}
+        cached = self._cache.get(owner)
+        if cached is not None and cached.vectors is not None and cached.vectors.walkable:
+            # As fresh as the owner's last vector search (a recall's seeds, just before).
+            self._cache.move_to_end(owner)
+            return cached.vectors.neighbours(ids)
+        # Edges and where their ends were said, in one statement (one snapshot).
+        rows = await self.db.fetch(
+            "SELECT e.from_id, e.to_id, e.relation_type, e.strength, e.explanation,"
+            " f.ts, f.scope, t.ts, t.scope FROM ("
+            f"SELECT {_EDGE_COLUMNS} FROM graph_connections"
+            " WHERE owner = $1 AND from_id = ANY($2::text[])"
+            f" UNION SELECT {_EDGE_COLUMNS} FROM graph_connections"
+            " WHERE owner = $1 AND to_id = ANY($2::text[])) AS e"
+            " LEFT JOIN nodes f ON f.id = e.from_id AND f.owner = $1"
+            " LEFT JOIN nodes t ON t.id = e.to_id AND t.owner = $1",
+            owner,
+            ids,
+        )
+        edges = _edges(rows)
+        places: dict[str, NodePlace] = {}
+        for r in rows:
+            if r[5] is not None:
+                places[r[0]] = NodePlace(float(r[5]), r[6])
+            if r[7] is not None:
+                places[r[1]] = NodePlace(float(r[7]), r[8])
+        return edges, places
 
     async def get_nodes(self, owner: str, node_ids: Sequence[str]) -> dict[str, MemoryNode]:
         ids = list(dict.fromkeys(node_ids))

@@ -1,12 +1,23 @@
-"""One person's messages handled by one process at a time, in the order they arrived,
-with PostgreSQL advisory locks (why a lock and not a queue: see docs/storage.md).
+"""One person's messages handled by one process at a time, in the platform's order, when
+several bot processes share a PostgreSQL database (webhook workers behind a load
+balancer: a person's next message may reach another process while the first is being
+answered).
 
-The usual case, nobody else serving that person, costs one ``pg_try_advisory_lock`` on
-a connection this process keeps for its locks (session locks: a process that dies, even
-by ``kill -9``, lets go of its locks as its connection closes). When another process
-holds the person's lock, this one waits in PostgreSQL's own queue for it on a pooled
-connection (``pg_advisory_lock``): waiters are granted in the order they asked, so two
-messages of a person that reach two processes are handled in the order they arrived.
+Why a lock and not a queue: the processes already share PostgreSQL, whose advisory locks
+are exactly "one holder per key, released when the holder's session ends" (a process
+killed with ``kill -9`` lets go of its locks as its connection closes). A queue would need a consumer per person, redelivery after a crash,
+and would move the reply away from the process holding the platform's request. The lock
+costs one round trip when nobody else serves the person.
+
+Messages that reach two processes at almost the same moment reach PostgreSQL in either
+order, so the lock alone could let the later one first. So each message first registers
+its arrival (``person_arrivals``: the person, the platform's time and message number) on
+any pooled connection, before it waits for anything; the holder checks, under the lock, that no
+earlier message of the person is still waiting, and if one is, lets go and tries again a
+moment later. Waiters try again every few milliseconds (doubling up to 50 ms) rather
+than wait in PostgreSQL's queue on a pooled connection: waiters holding the pool left the
+holder none to finish with (seen: a load run that hung). Registered rows older than :data:`ARRIVAL_TTL_S` are ignored (their
+process died: that message was never answered, and must not hold the person up).
 """
 
 from __future__ import annotations
@@ -15,14 +26,43 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 
 import asyncpg
 
 from core.storage.errors import StorageError
 from core.storage.postgres.database import LOCK_NAMESPACE, PgDatabase, translated
+from core.storage.records import to_ts
 
 log = logging.getLogger(__name__)
+
+ARRIVAL_TTL_S = 60.0
+# How soon a waiting message tries the person's lock again, doubling up to the most.
+RETRY_S = 0.005
+MAX_RETRY_S = 0.05
+_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError)
+
+# Registers the arrival: on any pooled connection, at once (not behind other people's
+# lock operations on a locking session).
+_ARRIVE = (
+    "INSERT INTO person_arrivals(owner, sent_at, message_no) VALUES ($1, $2, $3) RETURNING arrival"
+)
+# Tries the person's lock: NULL when another process holds it; else whether no earlier
+# message of the person is still waiting.
+_TRY_FIRST = f"""
+SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
+    SELECT 1 FROM person_arrivals
+    WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
+      AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S}))
+END
+"""
+_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
+_DONE = (
+    "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
+    f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3)"
+)
 
 
 def person_key(owner: str) -> int:
@@ -31,66 +71,99 @@ def person_key(owner: str) -> int:
     return value - (1 << 31)  # a signed int4; 0 is the migration lock's, rarely hit
 
 
-class PersonLocks:
+def message_number(message_id: str | None) -> int:
+    """The platform's message number (Telegram's message id, a Discord snowflake): the
+    order of two messages sent within the same second; 0 when it is not a number."""
+    if message_id and message_id.isdigit() and len(message_id) < 30:
+        return int(message_id)
+    return 0
+
+
+SESSIONS = 4  # connections this process holds people's locks on (a person: always one)
+
+
+class _Session:
+    """A connection kept for locks, one query at a time."""
+
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
-        self._conn: asyncpg.Connection | None = None
-        self._use = asyncio.Lock()  # one query at a time on the shared connection
-        self.waits = 0  # times another process was serving the person (observability)
+        self.conn: asyncpg.Connection | None = None
+        self.use = asyncio.Lock()
 
-    async def _shared(self) -> asyncpg.Connection:
-        if self._conn is None or self._conn.is_closed():
-            # A new session: whatever the old one held was released with it.
-            self._conn = await self.db.connect()
-        return self._conn
-
-    @contextlib.asynccontextmanager
-    async def serving(self, owner: str) -> AsyncIterator[None]:
-        key = person_key(owner)
-        async with self._use:
-            conn = await self._shared()
+    async def fetchrow(self, sql: str, *args: object) -> asyncpg.Record:
+        async with self.use:
+            if self.conn is None or self.conn.is_closed():
+                # A new session: whatever the old one held was released with it.
+                self.conn = await self.db.connect()
             with translated():
-                got = await conn.fetchval(
-                    "SELECT pg_try_advisory_lock($1, $2)", LOCK_NAMESPACE, key
-                )
-        if got:
-            try:
-                yield
-            finally:
-                await self._release(conn, key)
-            return
-        self.waits += 1
-        with translated():
-            waiting = await self.db.pool.acquire()
-        try:
-            with translated():
-                await waiting.execute("SELECT pg_advisory_lock($1, $2)", LOCK_NAMESPACE, key)
-            try:
-                yield
-            finally:
-                with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                    await waiting.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_NAMESPACE, key)
-        finally:
-            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                await self.db.pool.release(waiting)
+                row = await self.conn.fetchrow(sql, *args)
+        assert row is not None
+        return row
 
-    async def _release(self, conn: asyncpg.Connection, key: int) -> None:
-        if conn.is_closed():
-            return  # the session ended: its locks went with it
-        try:
-            async with self._use:
-                await conn.execute("SELECT pg_advisory_unlock($1, $2)", LOCK_NAMESPACE, key)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError) as exc:
-            log.warning(
-                "could not release a person's lock (%s): closing its session", type(exc).__name__
-            )
-            conn.terminate()
-            self._conn = None
+    def drop(self) -> None:
+        if self.conn is not None:
+            self.conn.terminate()
+            self.conn = None
 
     async def close(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
+        if self.conn is not None:
+            conn, self.conn = self.conn, None
             try:
                 await conn.close(timeout=2)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
                 conn.terminate()
+
+
+class PersonLocks:
+    def __init__(self, db: PgDatabase) -> None:
+        self.db = db
+        self._sessions = [_Session(db) for _ in range(SESSIONS)]
+        self.waits = 0  # times another process was serving the person (observability)
+        self.yielded = 0  # times an earlier message of the person was let go first
+
+    @contextlib.asynccontextmanager
+    async def serving(
+        self, owner: str, *, sent_at: datetime | None = None, message_id: str | None = None
+    ) -> AsyncIterator[None]:
+        key = person_key(owner)
+        session = self._sessions[key % SESSIONS]
+        when = to_ts(sent_at) if sent_at is not None else time.time()
+        number = message_number(message_id)
+        arrival = int(await self.db.fetchval(_ARRIVE, owner, when, number))
+        deadline = time.monotonic() + ARRIVAL_TTL_S
+        pause = RETRY_S
+        try:
+            while True:
+                row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
+                first = row[0]
+                if first or (first is not None and time.monotonic() > deadline):
+                    break
+                if first is None:
+                    self.waits += 1  # another process serves the person
+                else:
+                    # An earlier message of the person reached another process a moment
+                    # later than this one: it goes first.
+                    self.yielded += 1
+                    await session.fetchrow(_UNLOCK, key)
+                # Waiting by trying again, never on a pooled connection: waiters holding
+                # the pool would leave the holder none to finish with. Which waiter goes
+                # next is the arrivals' order, not the lock's queue.
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, MAX_RETRY_S)
+            yield
+        finally:
+            await self._done(session, owner, arrival, key)
+
+    async def _done(self, session: _Session, owner: str, arrival: int, key: int) -> None:
+        """Forget the arrival and let go of the lock."""
+        try:
+            await session.fetchrow(_DONE, owner, arrival, key)
+        except _ERRORS as exc:
+            # The session is gone (its locks with it) or the server is away (the engine
+            # says so, once); a left-over arrival is ignored once older than ARRIVAL_TTL_S.
+            log.debug("could not release a person's lock (%s)", type(exc).__name__)
+            session.drop()  # closing the session lets go of its locks
+
+    async def close(self) -> None:
+        for session in self._sessions:
+            await session.close()

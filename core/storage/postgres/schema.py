@@ -72,6 +72,22 @@ MIGRATIONS = [
         """,
     ),
     Migration(
+        2,
+        "arrivals: messages received and not yet handled, per person (serving order)",
+        # Unlogged: a row lives for one message's handling; after a crash there is
+        # nothing to keep (a message whose process died was never acknowledged).
+        """
+        CREATE UNLOGGED TABLE person_arrivals (
+            owner TEXT NOT NULL,
+            sent_at DOUBLE PRECISION NOT NULL,
+            message_no NUMERIC NOT NULL,
+            arrival BIGSERIAL NOT NULL,
+            at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+            PRIMARY KEY (owner, sent_at, message_no, arrival)
+        );
+        """,
+    ),
+    Migration(
         10,
         "memory graph: embeddings, connections, tag postings",
         """

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from core.storage.api import UserStore
-from core.storage.postgres.changes import notify
+from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import PgDatabase, affected
 from core.storage.records import UserRecord, to_ts, user_from_row, user_to_dict
 from core.types import parse_user_key, utcnow
@@ -78,21 +78,28 @@ class PgUserStore(UserStore):
     async def change_profile_with(
         self, key: str, edit: Callable[[dict[str, Any]], T], *, announce: bool = False
     ) -> T:
-        """``edit(profile)`` on the stored profile, the row locked meanwhile."""
-        async with self.db.transaction() as conn:
-            before = await conn.fetchval("SELECT profile FROM users WHERE key = $1 FOR UPDATE", key)
+        """``edit(profile)`` on the stored profile: read, edited here, stored only if it
+        is still the profile read (compare and set, one round trip each); when another
+        write got there first, read and edited again. So ``edit`` may run more than once
+        and must only change the profile it is given."""
+        while True:
+            before = await self.db.fetchval("SELECT profile FROM users WHERE key = $1", key)
             if before is None:
                 raise KeyError(key)
             profile = json.loads(before)
             result = edit(profile)
-            await conn.execute(
-                "UPDATE users SET profile = $2 WHERE key = $1",
+            swapped = await self.db.fetchval(
+                "WITH swapped AS (UPDATE users SET profile = $3 WHERE key = $1 AND profile = $2"
+                " RETURNING 1), said AS (SELECT pg_notify($5, $1) FROM swapped WHERE $4)"
+                " SELECT count(*) FROM swapped, (SELECT count(*) FROM said) AS s",
                 key,
+                before,
                 json.dumps(profile, ensure_ascii=False),
+                announce,
+                CHANNEL,
             )
-            if announce:
-                await notify(conn, key)
-        return result
+            if swapped:
+                return result
 
     async def set_language(self, key: str, language: str, *, wait: bool = True) -> None:
         await self.db.execute("UPDATE users SET language = $2 WHERE key = $1", key, language)

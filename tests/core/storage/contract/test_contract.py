@@ -320,3 +320,22 @@ async def test_a_new_node_from_another_process_is_found(opener: Opener, storage:
     hits = await storage.graph.vector_search(A, unit(5), k=5)
     assert hits[0][0] == "p2"
     assert [n.id for n in await storage.nodes.recent(A)] == ["p1", "p2"]
+
+
+async def test_concurrent_profile_changes_from_two_processes_lose_nothing(
+    opener: Opener, storage: Storage
+) -> None:
+    import asyncio
+
+    other = opener()
+    async with other:
+
+        async def bump(store: Storage) -> None:
+            await store.users.change_profile(A, "count", lambda v: (v or 0) + 1)
+
+        await asyncio.gather(*(bump(storage if i % 2 else other) for i in range(20)))
+        await storage.users.settle()
+        await other.users.settle()
+    storage.drop_cached(A)
+    user = await storage.users.get(A)
+    assert user is not None and user.profile["count"] == 20
