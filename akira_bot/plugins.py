@@ -104,8 +104,10 @@ def resolve(ref: PluginRef) -> Plugin:
     if not isinstance(ref, str):
         full = f"{getattr(ref, '__module__', None) or '__main__'}:{ref.__qualname__}"
         return Plugin(plugin_name(f"{ref.__module__}:{ref.__name__}"), ref, full)
-    entry = _entry_point(ref)
     module, _, attr = ref.partition(":")
+    # A plain name ("shout") may be an entry point; a dotted path or module:function is
+    # imported straight away, without reading every installed distribution's entry points.
+    entry = _entry_point(ref) if module == ref and "." not in ref else None
     try:
         if entry is not None:
             return Plugin(plugin_name(ref), _setup_of(entry.load(), ref), ref)
@@ -115,7 +117,8 @@ def resolve(ref: PluginRef) -> Plugin:
     except PluginError:
         raise
     except ModuleNotFoundError as exc:
-        if entry is None and exc.name is not None and module.startswith(exc.name):
+        missing = exc.name is not None and (module + ".").startswith(exc.name + ".")
+        if entry is None and missing:
             raise PluginError(
                 f"plugin {ref!r}: no module or {PLUGIN_GROUP!r} entry point of that name"
             ) from None

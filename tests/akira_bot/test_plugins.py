@@ -4,6 +4,7 @@ and a failing plugin stopping the bot with one line."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -192,3 +193,38 @@ def test_a_failing_plugin_stops_the_bot_with_one_line(
     assert len(lines) == 1 and expected in lines[0] and repr(plugin) in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert not proc.stdout.strip()
+
+
+def ping(api: PluginAPI) -> None:
+    """A plugin given in code, sent to the worker processes by reference."""
+
+    @api.command("ping", "Which process answers")
+    async def ping_command(ctx: TurnContext, args: str) -> str:
+        return f"pong from {os.getpid()}"
+
+
+async def test_plugins_given_in_code_reach_the_worker_processes(tmp_path: Path) -> None:
+    from akira_bot.app import build_handler
+    from akira_bot.settings import Settings
+    from akira_bot.testing import ask, make_message
+    from core.workers import ShardedEngine
+
+    settings = Settings(
+        data_dir=tmp_path,
+        llm={"provider": "scripted"},
+        embedding={"backend": "hashing"},
+        bot={"workers": 2},
+    )
+    engine = build_handler(settings, plugins=[ping, "examples.dice.dice"])
+    assert isinstance(engine, ShardedEngine)
+    async with engine:
+        replies = {}
+        for user in ("1", "2", "3", "4"):
+            sent = await ask(engine, make_message("/ping", user=user))
+            replies[engine.worker_for(f"telegram:{user}")] = sent.texts[0]
+        rolled = await ask(engine, make_message("/roll 2d6"))
+        assert {"ping", "roll"} <= {spec.name for spec in engine.commands}
+    assert len(replies) == 2  # both workers answered
+    pids = {int(text.rsplit(" ", 1)[1]) for text in replies.values()}
+    assert os.getpid() not in pids and len(pids) == 2
+    assert rolled.texts[0].startswith("🎲")
