@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from core.memory.base import ConversationMemory
     from core.memory.structured import StructuredMemories
     from core.stages.emotion import EmotionTracker
-    from core.storage.sqlite import SQLiteStorage
+    from core.storage.api import Storage
 
 PLUGIN_GROUP = "akira_bot.plugins"
 
@@ -165,7 +165,7 @@ class PluginAPI:
     # -- the services, typed ------------------------------------------------------------
 
     @property
-    def storage(self) -> SQLiteStorage:
+    def storage(self) -> Storage:
         return self.services.storage
 
     @property
