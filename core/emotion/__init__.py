@@ -3,7 +3,8 @@
 Public API (see each module): :class:`EmotionDetector` and :func:`build_detector` (the
 default is :class:`ClassifierDetector`; :class:`EnsembleDetector` and
 :class:`FinetunedDetector` are opt-in, and become the default only when their recipe is
-marked ``"default": true``);
+marked ``"default": true``); :class:`LLMJudge` and :class:`LLMDetector` (the LLM as a
+judge, :mod:`core.emotion.llm_judge`);
 :class:`EmotionalState`, :func:`apply_reading` and :func:`current_tone`;
 :func:`load_emotional_states`.
 """
@@ -23,6 +24,7 @@ from core.emotion.ensemble import ENSEMBLE_RECIPE, EnsembleDetector
 from core.emotion.factory import DETECTORS, build_detector
 from core.emotion.finetuned import FINETUNED_WEIGHTS, FinetunedDetector
 from core.emotion.lexicon import LexiconDetector
+from core.emotion.llm_judge import LLMDetector, LLMJudge
 from core.emotion.state import (
     HOSTILE_NOTE_EN,
     HOSTILE_NOTE_PT,
@@ -52,6 +54,8 @@ __all__ = [
     "EmotionalStateConfig",
     "EnsembleDetector",
     "FinetunedDetector",
+    "LLMDetector",
+    "LLMJudge",
     "LexiconDetector",
     "Tone",
     "WeightsMismatchError",

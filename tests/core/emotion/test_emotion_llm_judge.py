@@ -4,6 +4,7 @@ classifier, and in the pipeline its request running while recall does."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from collections.abc import Callable
@@ -211,12 +212,17 @@ async def test_the_judge_runs_while_recall_does(tmp_path: Any) -> None:
         async def after_recall(ctx: TurnContext, call_next: CallNext) -> None:
             pending = ctx.extras.get(PENDING_KEY)
             seen["pending"] = pending is not None and not pending[1].done()
+            # The request is on the wire (the server answers it 1 s after receiving it).
+            for _ in range(200):
+                if judge_requests(fake):
+                    break
+                await asyncio.sleep(0.01)
             seen["received"] = len(judge_requests(fake))
             await call_next()
 
         after_recall.name = "probe"  # type: ignore[attr-defined]
         engine.pipeline.add(after_recall, after="recall")  # type: ignore[arg-type]
-        fake.queue(Reply('{"label": "confuso", "confidence": 0.8}', delay_s=0.3))
+        fake.queue(Reply('{"label": "confuso", "confidence": 0.8}', delay_s=1.0))
         await engine.start()
         try:
             await ask(engine, make_message("como assim?", user="5"))
