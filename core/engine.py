@@ -146,18 +146,20 @@ class Engine(Startable):
         lane.waiting += 1
         try:
             with self._in_flight.one():
-                async with lane.lock:
-                    await self._serve(message, responder)
+                await self._serve(message, responder, lane.lock)
         finally:
             lane.waiting -= 1
             if lane.waiting == 0 and not lane.lock.locked():
                 self._lanes.pop(owner, None)
 
-    async def _serve(self, message: IncomingMessage, responder: Responder) -> None:
+    async def _serve(
+        self, message: IncomingMessage, responder: Responder, lane: asyncio.Lock
+    ) -> None:
         """With several processes on one database (PostgreSQL), one of them at a time
         handles this person's message, in the platform's order (the storage's lock). The
-        lock is asked for before waiting for a free slot: a message's arrival must be
-        known to the other processes at once, not once this one has room for it."""
+        lock is asked for before waiting behind the person's earlier message here or for
+        a free slot: a message's arrival must be known to the other processes at once,
+        not once this one has room for it."""
         try:
             serving = self.services.storage.serving(
                 message.owner, sent_at=message.sent_at, message_id=message.message_id
@@ -169,7 +171,7 @@ class Engine(Startable):
                 raise
             return
         try:
-            async with self._slots:
+            async with lane, self._slots:
                 await self._process(message, responder)
         finally:
             await serving.__aexit__(None, None, None)
