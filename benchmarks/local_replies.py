@@ -179,7 +179,11 @@ def chosen(count: int) -> list[tuple[str, str]]:
 
 
 async def run_backend(
-    backend: str, data_dir: Path, threads: int | None, openers: list[tuple[str, str]]
+    backend: str,
+    data_dir: Path,
+    models: Path,
+    threads: int | None,
+    openers: list[tuple[str, str]],
 ) -> dict[str, Any]:
     from core.llm import build_provider
 
@@ -193,7 +197,7 @@ async def run_backend(
         emotion={"detector": "lexicon"},
         bot={"rate_limit_messages": 0},
     )
-    timed = Timed(build_provider(settings.llm, cache_dir=data_dir.parent / "models"))
+    timed = Timed(build_provider(settings.llm, cache_dir=models))
     engine = build_engine(settings, llm=timed)
     load_started = time.perf_counter()
     await engine.start()
@@ -295,9 +299,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         for backend in backends:
             # The transformers path converts the GGUF once into <data>/models: kept in a
             # cache shared by runs (AKIRA_BENCH_CACHE) so a run measures a cached start.
+            # A fresh database each run (the openers' ids would be duplicates in an old
+            # one); the converted weights of the transformers path are kept in
+            # AKIRA_BENCH_CACHE so that a run measures a cached start.
             result = asyncio.run(
                 run_backend(
-                    backend, cache / backend / "data", args.threads or None, chosen(args.openers)
+                    backend,
+                    Path(tmp) / backend / "data",
+                    cache / backend / "models",
+                    args.threads or None,
+                    chosen(args.openers),
                 )
             )
             if not args.samples:
