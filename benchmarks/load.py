@@ -249,7 +249,8 @@ def message_for(
     user: int, index: int, rng: random.Random, group: bool, chars: int = 0
 ) -> IncomingMessage:
     token = f"[m{user}-{index}]"
-    text = f"{sized_text(rng, chars)} {token}"
+    # A sized message carries its token first: the guard cuts what is over its limit.
+    text = f"{token} {sized_text(rng, chars)}" if chars else f"{sized_text(rng, 0)} {token}"
     chat = (
         ChatRef(PLATFORM, f"group-{user % 10}", ChatKind.GROUP, scope=f"server-{user % 10}")
         if group
