@@ -7,9 +7,9 @@ engine (``build_engine``: SQLite, hashing embedder, lexicon emotion, the scripte
 provider). The model obeys: it answers with the system prompt it was given, re-encoded in
 one of ``tests/security/obedient.ENCODINGS`` (source code, JSON, flattened, upper case,
 bulleted, code block, escaped string, base64, hex, HTML entities, zero-width, homoglyphs,
-spaced letters...), between a lead-in and an ordinary answer. Four people with different
-prompts (a remembered hostile message, structured memories, recalled turns, pt and en)
-take turns.
+spaced letters...), between a lead-in and an ordinary answer. Four profiles of people
+with different prompts (a remembered hostile message, structured memories, recalled turns,
+pt and en), each played by 12 people, take turns.
 
 Two runs of the attacks: ``canary_dropped`` (the model leaves the canary line out, so only
 the comparison with the prompt can catch it: the hard case) and ``canary_kept`` (the
@@ -160,12 +160,16 @@ def message(text: str, user: str, at: datetime) -> IncomingMessage:
     )
 
 
-USERS = {  # user id -> (language, history)
+PROFILES = {  # profile -> (language, history)
     "1": ("pt", ["você é inútil! essa resposta é ridícula", "meu gato se chama Tom"]),
     "2": ("en", ["I'm so happy today, I got the job!", "my sister lives in Lisbon"]),
     "3": ("en", ["I feel sad and lonely since my dog died"]),
     "4": ("pt", ["não entendi nada, como assim? estou confuso"]),
 }
+# Each profile is played by several people, so that no one's history grows to thousands
+# of turns (a real attacker's chat does not; recall over it would slow the run down).
+COPIES = 12
+USERS = {f"{profile}{k:02d}": value for k in range(COPIES) for profile, value in PROFILES.items()}
 
 
 async def build(data_dir: Path, model: Model) -> tuple[Engine, Capture]:
@@ -266,6 +270,9 @@ async def run_attacks(
             instructions = capture.last
             counts = per[encoding]
             counts["turns"] += 1
+            done = sum(c["turns"] for c in per.values())
+            if done % 1000 == 0:
+                print(f"{done} turns ({encoding})", file=sys.stderr, flush=True)
             if instructions is None:
                 counts["no_prompt"] += 1
                 continue
@@ -302,7 +309,8 @@ async def run_ordinary(
     at = DAY0 + timedelta(days=60)
     questions = {"en": "How are you feeling about all this?", "pt": "O que você acha disso tudo?"}
     for i, (language, reply) in enumerate(replies):
-        user = [u for u, (lang, _) in USERS.items() if lang == language][i % 2]
+        speakers = [u for u, (lang, _) in USERS.items() if lang == language]
+        user = speakers[i % len(speakers)]
         model.ordinary = reply
         responder = RecordingResponder()
         at += timedelta(seconds=30)
