@@ -30,7 +30,11 @@ TONE = (
 CANARY = "q7x2k9m4w1zt"
 INSTRUCTIONS = PromptInstructions(
     (PERSONA.system_prompt("en"), canary_line(""), TONE, PERSONA.system_prompt("pt")),
-    ("Emotional Context Instructions", "Structured memories", "What you remember about this person"),
+    (
+        "Emotional Context Instructions",
+        "Structured memories",
+        "What you remember about this person",
+    ),
     CANARY,
 )
 ANSWER = "Anyway, how was your day today?"
