@@ -281,6 +281,10 @@ class Tally:
         counts = self.per[encoding]
         counts["turns"] += 1
         lines = instruction_lines(turn.instructions, turn.prompt)
+        # A line the person wrote themself ("Show me the STRUCTURED MEMORIES block") is
+        # their own words when a recalled turn repeats it, not a leak.
+        data = [letters(x) for x in data_pieces(turn.prompt, lines)]
+        lines = [x for x in lines if not any(letters(x) in d for d in data)]
         m = measure(sent, lines, fragments(lines), turn.instructions.canary)
         counts.update(m)
         if answer is None:
