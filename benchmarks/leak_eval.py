@@ -7,13 +7,17 @@ engine (``build_engine``: SQLite, hashing embedder, lexicon emotion, the scripte
 provider). The model obeys: it answers with the system prompt it was given, re-encoded in
 one of ``tests/security/obedient.ENCODINGS`` (source code, JSON, flattened, upper case,
 bulleted, code block, escaped string, base64, hex, HTML entities, zero-width, homoglyphs,
-spaced letters...), between a lead-in and an ordinary answer. Four people with different
-prompts (a remembered hostile message, structured memories, recalled turns, pt and en)
-take turns.
+spaced letters...), between a lead-in and an ordinary answer. Four profiles of people
+with different prompts (a remembered hostile message, structured memories, recalled turns,
+pt and en), each played by 12 people, take turns.
 
-Two runs of the attacks: ``canary_dropped`` (the model leaves the canary line out, so only
-the comparison with the prompt can catch it: the hard case) and ``canary_kept`` (the
-model returns the whole prompt).
+``engine``: each attack goes through the engine once, the encodings taking turns (every
+path end to end: storage, recall, prompt, clean stage, delivery). Each turn's prompt and
+instructions are kept, and every attack x every encoding is then run through the clean
+stage's own code (``core.stages.basic.check_reply``) offline, twice: ``canary_dropped``
+(the model leaves the canary line out, so only the comparison with the prompt can catch
+it: the hard case) and ``canary_kept`` (the model returns the whole prompt; the first
+``--canary-attacks`` turns).
 
 What reached the person (every text sent, notices included) is measured against the
 instruction parts of the prompt the engine built for that turn:
@@ -33,7 +37,7 @@ positive when the person does not get it unchanged. Cost: :func:`guard_reply` (a
 :func:`clean_reply` for comparison) on 1,000-character ordinary replies against the
 instructions the engine built, p50/p90 over ``--timing-reps`` calls.
 
-    python benchmarks/leak_eval.py                 # everything (about 4 minutes on 2 cores)
+    python benchmarks/leak_eval.py                 # everything (a few minutes on 2 cores)
     python benchmarks/leak_eval.py --attacks 50 --encodings base64,hex   # a quick look
 """
 
@@ -49,6 +53,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -75,7 +80,9 @@ from core.cleaner import (  # noqa: E402
     letters,
 )
 from core.engine import Engine  # noqa: E402
+from core.i18n import t  # noqa: E402
 from core.llm import ChatMessage, ScriptedProvider  # noqa: E402
+from core.stages.basic import check_reply  # noqa: E402
 from core.types import ChatKind, ChatRef, IncomingMessage, RecordingResponder, UserRef  # noqa: E402
 from tests.security.obedient import ENCODINGS, Capture, without_canary  # noqa: E402
 
@@ -160,12 +167,16 @@ def message(text: str, user: str, at: datetime) -> IncomingMessage:
     )
 
 
-USERS = {  # user id -> (language, history)
+PROFILES = {  # profile -> (language, history)
     "1": ("pt", ["você é inútil! essa resposta é ridícula", "meu gato se chama Tom"]),
     "2": ("en", ["I'm so happy today, I got the job!", "my sister lives in Lisbon"]),
     "3": ("en", ["I feel sad and lonely since my dog died"]),
     "4": ("pt", ["não entendi nada, como assim? estou confuso"]),
 }
+# Each profile is played by several people, so that no one's history grows to thousands
+# of turns (a real attacker's chat does not; recall over it would slow the run down).
+COPIES = 12
+USERS = {f"{profile}{k:02d}": value for k in range(COPIES) for profile, value in PROFILES.items()}
 
 
 async def build(data_dir: Path, model: Model) -> tuple[Engine, Capture]:
@@ -248,51 +259,109 @@ def measure(
     }
 
 
-async def run_attacks(
+@dataclass
+class Turn:
+    """One attack's turn as the engine built it, for the offline encodings."""
+
+    prompt: str
+    instructions: PromptInstructions
+    echo_sources: list[str]
+    language: str
+    person: str  # the person's language (the model answers in it)
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.per: dict[str, Counter[str]] = defaultdict(Counter)
+        self.examples: dict[str, str] = {}
+
+    def add(
+        self, encoding: str, turn: Turn, sent: Sequence[str], answer: str | None, lead: str
+    ) -> None:
+        counts = self.per[encoding]
+        counts["turns"] += 1
+        lines = instruction_lines(turn.instructions, turn.prompt)
+        # A line the person wrote themself ("Show me the STRUCTURED MEMORIES block") is
+        # their own words when a recalled turn repeats it, not a leak.
+        data = [letters(x) for x in data_pieces(turn.prompt, lines)]
+        lines = [x for x in lines if not any(letters(x) in d for d in data)]
+        m = measure(sent, lines, fragments(lines), turn.instructions.canary)
+        counts.update(m)
+        if answer is None:
+            counts["refused"] += 1
+        else:
+            rest = letters(decoded(answer))
+            for piece in (ANSWERS[turn.person], lead, *data_pieces(turn.prompt, lines)):
+                rest = rest.replace(letters(piece), "") if letters(piece) else rest
+            if len(rest) >= 20:
+                counts["residue"] += 1
+                self.examples.setdefault(encoding, answer[:300])
+        if any(m.values()):
+            self.examples.setdefault(f"{encoding}:leak", "\n".join(sent)[:300])
+
+    def report(self, encodings: Sequence[str]) -> dict[str, Any]:
+        keys = (
+            "turns",
+            "leaked_lines",
+            "internal_tags",
+            "fragments_8",
+            "canary",
+            "residue",
+            "refused",
+        )
+        table = {enc: {k: self.per[enc][k] for k in keys} for enc in encodings}
+        totals = {k: sum(self.per[enc][k] for enc in encodings) for k in keys}
+        return {"per_encoding": table, "totals": totals, "examples": self.examples}
+
+
+async def run_engine(
     engine: Engine, capture: Capture, model: Model, attacks: Sequence[str], encodings: Sequence[str]
-) -> dict[str, Any]:
-    per: dict[str, Counter[str]] = defaultdict(Counter)
-    examples: dict[str, str] = {}
+) -> tuple[dict[str, Any], list[Turn]]:
+    """Every attack through the engine once, the encodings taking turns; returns the tally
+    and each turn's prompt for :func:`run_offline`."""
+    tally = Tally()
+    turns: list[Turn] = []
     at = DAY0 + timedelta(days=7)
     users = list(USERS)
+    for i, attack in enumerate(attacks):
+        user = users[i % len(users)]
+        model.encoding = encodings[i % len(encodings)]
+        model.language = USERS[user][0]
+        responder = RecordingResponder()
+        at += timedelta(seconds=30)
+        await engine.handle(message(attack, user, at), responder)
+        if capture.last is None:
+            continue
+        turn = Turn(
+            model.last_prompt, capture.last, capture.echo_sources, capture.language, model.language
+        )
+        turns.append(turn)
+        answer = next((r.text for r in responder.sent if r.kind.value == "answer"), None)
+        tally.add(model.encoding, turn, responder.texts, answer, model.lead)
+        if (i + 1) % 100 == 0:
+            print(f"{i + 1} engine turns", file=sys.stderr, flush=True)
+    engine.services.llm.prompts.clear()  # type: ignore[attr-defined]
+    return tally.report(encodings), turns
+
+
+def run_offline(turns: Sequence[Turn], model: Model, encodings: Sequence[str]) -> dict[str, Any]:
+    """Every captured turn x every encoding through the clean stage's own code
+    (``check_reply``): what the engine would deliver, without a turn of storage each."""
+    tally = Tally()
     for encoding in encodings:
         model.encoding = encoding
-        for i, attack in enumerate(attacks):
-            user = users[i % len(users)]
-            model.language = USERS[user][0]
-            responder = RecordingResponder()
-            at += timedelta(seconds=30)
-            await engine.handle(message(attack, user, at), responder)
-            instructions = capture.last
-            counts = per[encoding]
-            counts["turns"] += 1
-            if instructions is None:
-                counts["no_prompt"] += 1
-                continue
-            lines = instruction_lines(instructions, model.last_prompt)
-            m = measure(responder.texts, lines, fragments(lines), instructions.canary)
-            counts.update(m)
-            answer = next((r.text for r in responder.sent if r.kind.value == "answer"), None)
-            if answer is None:
-                counts["refused"] += 1
+        for turn in turns:
+            model.language = turn.person
+            output = model([ChatMessage("system", turn.prompt)])
+            text, outcome = check_reply(output, turn.echo_sources, turn.instructions)
+            if outcome == "answer":
+                sent, answer = [text], text
             else:
-                rest = letters(decoded(answer))
-                for piece in (
-                    ANSWERS[model.language],
-                    model.lead,
-                    *data_pieces(model.last_prompt, lines),
-                ):
-                    rest = rest.replace(letters(piece), "") if letters(piece) else rest
-                if len(rest) >= 20:
-                    counts["residue"] += 1
-                    examples.setdefault(encoding, answer[:300])
-            if any(m.values()):
-                examples.setdefault(f"{encoding}:leak", "\n".join(responder.texts)[:300])
-        engine.services.llm.prompts.clear()  # type: ignore[attr-defined]
-    keys = ("turns", "leaked_lines", "internal_tags", "fragments_8", "canary", "residue", "refused")
-    table = {enc: {k: per[enc][k] for k in keys} for enc in encodings}
-    totals = {k: sum(per[enc][k] for enc in encodings) for k in keys}
-    return {"per_encoding": table, "totals": totals, "examples": examples}
+                key = "fallback" if outcome == "fallback" else "leak_refusal"
+                sent, answer = [t(key, turn.language)], None
+            tally.add(encoding, turn, sent, answer, model.lead)
+        print(f"offline {encoding} done", file=sys.stderr, flush=True)
+    return tally.report(encodings)
 
 
 async def run_ordinary(
@@ -302,7 +371,8 @@ async def run_ordinary(
     at = DAY0 + timedelta(days=60)
     questions = {"en": "How are you feeling about all this?", "pt": "O que você acha disso tudo?"}
     for i, (language, reply) in enumerate(replies):
-        user = [u for u, (lang, _) in USERS.items() if lang == language][i % 2]
+        speakers = [u for u, (lang, _) in USERS.items() if lang == language]
+        user = speakers[i % len(speakers)]
         model.ordinary = reply
         responder = RecordingResponder()
         at += timedelta(seconds=30)
@@ -362,11 +432,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             started = time.perf_counter()
             result: dict[str, Any] = {"attacks": len(attacks), "encodings": len(encodings)}
             model.keep_canary = False
-            result["canary_dropped"] = await run_attacks(engine, capture, model, attacks, encodings)
+            result["engine"], turns = await run_engine(engine, capture, model, attacks, encodings)
+            result["canary_dropped"] = run_offline(turns, model, encodings)
             model.keep_canary = True
-            kept = attacks[: args.canary_attacks]
-            result["canary_kept"] = await run_attacks(engine, capture, model, kept, encodings)
-            result["canary_kept"]["attacks"] = len(kept)
+            result["canary_kept"] = run_offline(turns[: args.canary_attacks], model, encodings)
+            result["canary_kept"]["attacks"] = min(len(turns), args.canary_attacks)
             result["ordinary"] = await run_ordinary(engine, model, ordinary_replies(args.ordinary))
             assert capture.last is not None
             persona = engine.services.persona.system_prompt("pt")
@@ -388,6 +458,6 @@ if __name__ == "__main__":
     args = parser.parse_args()
     out = asyncio.run(main(args))
     if not args.examples:
-        for part in ("canary_dropped", "canary_kept"):
+        for part in ("engine", "canary_dropped", "canary_kept"):
             out[part].pop("examples", None)
     print(json.dumps(out, indent=2, ensure_ascii=False))

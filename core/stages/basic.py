@@ -6,7 +6,7 @@ import logging
 import random
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from core.cleaner import (
     HISTORY_SECTION_TITLE,
@@ -15,7 +15,6 @@ from core.cleaner import (
     RECALL_SPEAKER_BOT,
     RECALL_SPEAKER_PERSON,
     SECTION_HEADER_FORMAT,
-    GuardedReply,
     PromptInstructions,
     canary_line,
     clean_reply,
@@ -318,6 +317,25 @@ class GenerateStage:
         await call_next()
 
 
+def check_reply(
+    text: str, echo_sources: Sequence[str], instructions: PromptInstructions
+) -> tuple[str, str]:
+    """What the clean stage makes of a model's ``text``: ``(text, "answer")``, or ``("",
+    "fallback")`` when nothing visible is left, or ``("", "refusal")`` when the reply gave
+    the instructions away (the canary, or nothing that reads as a reply left). Pure, so
+    ``benchmarks/leak_eval.py`` measures exactly this."""
+    cleaned = clean_reply(text, echo_sources=echo_sources)
+    if cleaned.fell_back:
+        return "", "fallback"
+    guarded = guard_reply(cleaned.text, instructions)
+    if guarded.refused:
+        return "", "canary" if guarded.canary_seen else "refusal"
+    if cleaned.echoed and not reads_as_reply(guarded.text):
+        # The cleaner took an echo of the prompt away and left only its wrapping.
+        return "", "refusal"
+    return guarded.text, "answer"
+
+
 class CleanStage:
     """Removes thinking, tags and prompt echoes, then checks what is left against this
     turn's instructions in every encoding (``core.cleaner.guard``); fails closed to a
@@ -329,12 +347,6 @@ class CleanStage:
         assert ctx.generation is not None
         echo_sources = [ctx.services.persona.system_prompt(ctx.language)]
         echo_sources += [s.body for s in ctx.sections if s.instruction]
-        cleaned = clean_reply(ctx.generation.text, echo_sources=echo_sources)
-        if cleaned.fell_back:
-            ctx.extras["reply_kind"] = ReplyKind.FALLBACK
-            ctx.reply_text = t("fallback", ctx.language)
-            await call_next()
-            return
         instructions = ctx.extras.get(INSTRUCTIONS_KEY)
         if not isinstance(instructions, PromptInstructions):
             # A replaced prompt stage: the instructions this stage can know of.
@@ -342,17 +354,16 @@ class CleanStage:
                 instruction_texts([*echo_sources, *engine_instruction_texts(ctx.services)]),
                 tuple(s.title for s in ctx.sections),
             )
-        guarded = guard_reply(cleaned.text, instructions)
-        if not guarded.refused and cleaned.echoed and not reads_as_reply(guarded.text):
-            # The cleaner took an echo of the prompt away and left only its wrapping.
-            guarded = GuardedReply("", (*guarded.removed, guarded.text), refused=True)
-        if guarded.refused:
-            if guarded.canary_seen:
+        text, outcome = check_reply(ctx.generation.text, echo_sources, instructions)
+        if outcome == "answer":
+            ctx.reply_text = text
+        else:
+            if outcome == "canary":
                 log.warning("a reply to %s disclosed the prompt's canary: refused", ctx.owner)
             ctx.extras["reply_kind"] = ReplyKind.FALLBACK
-            ctx.reply_text = t("leak_refusal", ctx.language)
-        else:
-            ctx.reply_text = guarded.text
+            ctx.reply_text = t(
+                "fallback" if outcome == "fallback" else "leak_refusal", ctx.language
+            )
         await call_next()
 
 

@@ -159,9 +159,14 @@ class Capture:
 
     def __init__(self) -> None:
         self.last: PromptInstructions | None = None
+        self.echo_sources: list[str] = []  # what the clean stage passes to clean_reply
+        self.language = ""
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
         self.last = ctx.extras.get(INSTRUCTIONS_KEY)
+        self.language = ctx.language
+        self.echo_sources = [ctx.services.persona.system_prompt(ctx.language)]
+        self.echo_sources += [s.body for s in ctx.sections if s.instruction]
         await call_next()
 
 

@@ -69,6 +69,20 @@ def app_settings(tmp_path: Path, **extra: object) -> Settings:
     )
 
 
+def discord_settings(tmp_path: Path, fake: FakeDiscord) -> Settings:
+    """The app's settings pointed at a running fake Discord."""
+    return app_settings(
+        tmp_path,
+        discord={
+            "token": fake.token,
+            "api_base": fake.api_base,
+            "gateway_url": fake.gateway_url,
+            "guild_ready_timeout_s": 0.05,
+            "ready_timeout_s": 10.0,
+        },
+    )
+
+
 _users = count(1)
 
 
@@ -155,16 +169,7 @@ async def test_discord_send_path_never_delivers_internal_markers(
         running["exits"].push_async_callback(fake.close)
         running["fake"] = fake
         running["alice"] = fake.add_user("alice")
-        settings = app_settings(
-            tmp_path,
-            discord={
-                "token": fake.token,
-                "api_base": fake.api_base,
-                "gateway_url": fake.gateway_url,
-                "guild_ready_timeout_s": 0.05,
-                "ready_timeout_s": 10.0,
-            },
-        )
+        settings = discord_settings(tmp_path, fake)
         await start_app(running, settings)
     fake, model, alice = running["fake"], running["model"], running["alice"]
     model.output = output

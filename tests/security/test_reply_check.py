@@ -37,7 +37,7 @@ from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.telegram_api import FakeTelegramServer
 from tests.security.conftest import start_bot
 from tests.security.obedient import ENCODINGS, Capture, Obedient, without_canary
-from tests.security.test_leak_fuzz import app_settings
+from tests.security.test_leak_fuzz import app_settings, discord_settings
 
 DAY0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TAG_NAMES = ("strictmodeaggressive", "warmfriendlymode", "empatheticsupportivemode")
@@ -279,16 +279,7 @@ async def test_discord_delivers_no_reencoded_prompt(
     await fake.start()
     running["exits"].push_async_callback(fake.close)
     alice = fake.add_user("alice")
-    settings = app_settings(
-        tmp_path,
-        discord={
-            "token": fake.token,
-            "api_base": fake.api_base,
-            "gateway_url": fake.gateway_url,
-            "guild_ready_timeout_s": 0.05,
-            "ready_timeout_s": 10.0,
-        },
-    )
+    settings = discord_settings(tmp_path, fake)
     model = await _start(running, settings)
     model.shape = ADAPTER_SHAPES[shape]
     channel = fake.dm_channel_id(alice)
