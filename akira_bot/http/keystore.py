@@ -167,6 +167,10 @@ class SQLiteKeyStore(OwnedData):
             " WHERE owner = ? AND kind IN ('mind', 'login') ORDER BY created_at",
             (owner,),
         )
+        if not rows:
+            # No section at all: an export looks the same on every backend (the key
+            # store has no PostgreSQL version yet) unless the person has credentials.
+            return None
         return [
             {
                 "kind": "mind_key" if r[0] == "mind" else "admin_login_link",

@@ -94,7 +94,9 @@ class SQLiteStorage:
         """Everything stored about ``owner``, as JSON-ready data."""
         export: dict[str, Any] = {"user": owner, "profile": await self.users.export_owner(owner)}
         for part in self._parts:
-            export[part.section] = await part.export_owner(owner)
+            data = await part.export_owner(owner)
+            if data is not None:  # a part with nothing to say about this person (None)
+                export[part.section] = data
         return export
 
     async def catch_up(self) -> list[str]:
