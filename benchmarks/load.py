@@ -461,6 +461,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 raise SystemExit("--stage-times times one engine: use it without --workers")
             for name in engine.pipeline.names:
                 engine.pipeline.replace(name, TimedStage(engine.pipeline.get(name), stage_times))
+        if args.one_pass:
+            one_pass(engine)
         await engine.start()
         # Warm-up (model loading, first queries) outside the measurement: one message
         # for each worker.
@@ -638,6 +640,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def one_pass(engine: Any) -> None:
+    """``--one-pass``: the stored vector is the query vector of the text alone plus the
+    previous turn's (two texts a message instead of three; see docs/performance.md)."""
+    from core.memory.graph import GraphConfig, GraphMemory
+
+    if not isinstance(engine, Engine) or not isinstance(engine.services.memory, GraphMemory):
+        raise SystemExit("--one-pass sets the memory graph of one engine: use it without --workers")
+    engine.services.memory.config = GraphConfig(
+        store_kind="query", context_turns=0, context_weight=1.0
+    )
+
+
 def overhead_by_length(
     timings: dict[str, tuple[float, float, float]],
     llm: TimedScriptedProvider,
@@ -727,6 +741,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--stage-times", action="store_true", help="own time of every stage")
     p.add_argument("--chars", type=int, default=0, help="length of every message (0: one sentence)")
+    p.add_argument(
+        "--one-pass", action="store_true", help="one embedding pass a message (a setting)"
+    )
     p.add_argument("--long-users", type=int, default=0, help="people sending long messages")
     p.add_argument("--long-chars", type=int, default=1100, help="their messages' length")
     p.add_argument(
