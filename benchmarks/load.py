@@ -477,6 +477,8 @@ async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
                 raise SystemExit("--stage-times times one engine: use it without --workers")
             for name in engine.pipeline.names:
                 engine.pipeline.replace(name, TimedStage(engine.pipeline.get(name), stage_times))
+        if args.one_pass:
+            one_pass(engine)
         await engine.start()
         # Warm-up (model loading, first queries) outside the measurement: one message
         # for each worker.
@@ -662,6 +664,18 @@ async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
             for name, v in stage_times.items()
         }
     return result
+
+
+def one_pass(engine: Any) -> None:
+    """``--one-pass``: the stored vector is the query vector of the text alone plus the
+    previous turn's (two texts a message instead of three; see docs/performance.md)."""
+    from core.memory.graph import GraphConfig, GraphMemory
+
+    if not isinstance(engine, Engine) or not isinstance(engine.services.memory, GraphMemory):
+        raise SystemExit("--one-pass sets the memory graph of one engine: use it without --workers")
+    engine.services.memory.config = GraphConfig(
+        store_kind="query", context_turns=0, context_weight=1.0
+    )
 
 
 def overhead_by_length(
@@ -870,6 +884,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--stage-times", action="store_true", help="own time of every stage")
     p.add_argument("--chars", type=int, default=0, help="length of every message (0: one sentence)")
+    p.add_argument(
+        "--one-pass", action="store_true", help="one embedding pass a message (a setting)"
+    )
     p.add_argument("--long-users", type=int, default=0, help="people sending long messages")
     p.add_argument("--long-chars", type=int, default=1100, help="their messages' length")
     p.add_argument(
