@@ -63,7 +63,7 @@ _B64_MIN = 16
 # rest of the word from every position.)
 _B64_RE = re.compile(rf"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{{{_B64_MIN},}}+={{0,2}}")
 # Anchored at line starts and possessive: tried inside a long run, it would rescan the
-# rest of the run from every position (quadratic on a 10 KB base64 line).
+# rest of the run from every position (quadratic in the run's length).
 B64_WRAPPED_RE = re.compile(
     r"^[ \t]*+(?:[A-Za-z0-9+/]{16,}+[ \t]*+\n[ \t]*+)++[A-Za-z0-9+/]{2,}+={0,2}[ \t]*$",
     re.MULTILINE,

@@ -273,7 +273,7 @@ class PgGraphStore(GraphStore):
         else:
             self._cache.move_to_end(owner)
         # A nested loop from the owner's new nodes (usually none: one index probe; a join
-        # over every vector of the owner cost ~8 ms at 10k of them), each with its
+        # over every vector of the owner grows with their history), each with its
         # outgoing edges (edges are written with their source node, never later): the
         # recall walk then reads them from memory, as with SQLite.
         rows = await self.db.fetch(
@@ -382,7 +382,7 @@ class PgGraphStore(GraphStore):
         if terms is None or k <= 0 or (scopes is not None and not scopes):
             return []
         # Only the owner's latest ``FTS_WINDOW`` matches are ranked (as SQLite does):
-        # ranking every match of a common word cost ~200 ms at 10k nodes of one person.
+        # ranking every match of a common word would grow with the person's history.
         inner = "n.owner = $1 AND n.words @@ q.query"
         args: list[Any] = [owner, terms]
         if scopes is not None:

@@ -212,7 +212,7 @@ async def test_the_judge_runs_while_recall_does(tmp_path: Any) -> None:
         async def after_recall(ctx: TurnContext, call_next: CallNext) -> None:
             pending = ctx.extras.get(PENDING_KEY)
             seen["pending"] = pending is not None and not pending[1].done()
-            # The request is on the wire (the server answers it 1 s after receiving it).
+            # The request is on the wire (the server holds its answer back meanwhile).
             for _ in range(200):
                 if judge_requests(fake):
                     break
