@@ -283,7 +283,6 @@ class MemoryStore(OwnedData):
         """Create ``key`` in ``category`` or update it, the earlier version kept in the
         history (see ``decide_upsert``)."""
 
-    @abstractmethod
     async def update(
         self,
         owner: str,
@@ -296,7 +295,28 @@ class MemoryStore(OwnedData):
         clear_expiry: bool = False,
         source: Source | str = Source.USER,
         at: datetime | None = None,
-    ) -> StructuredMemory | None: ...
+    ) -> StructuredMemory | None:
+        """Change fields of one memory by id (None when ``owner`` has no such memory).
+        The earlier version goes to the history; a person's edit makes it verified. An
+        upsert of the same key, so every backend applies the same rules."""
+        current = await self.get(owner, memory_id)
+        if current is None:
+            return None
+        return (
+            await self.upsert(
+                owner,
+                current.category,
+                current.key,
+                current.content if content is None else content,
+                tags=current.tags if tags is None else tags,
+                priority=current.priority if priority is None else priority,
+                source=source,
+                confidence=None,
+                expires_at=None if clear_expiry else (expires_at or current.expires_at),
+                scope=current.scope,
+                at=at,
+            )
+        )[0]
 
     @abstractmethod
     async def verify(

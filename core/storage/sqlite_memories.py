@@ -214,40 +214,6 @@ class SQLiteMemoryStore(MemoryStore):
                 await self._rewrite(conn, memory)
             return memory, outcome
 
-    async def update(
-        self,
-        owner: str,
-        memory_id: str,
-        *,
-        content: str | None = None,
-        tags: Iterable[str] | None = None,
-        priority: Priority | str | None = None,
-        expires_at: datetime | None = None,
-        clear_expiry: bool = False,
-        source: Source | str = Source.USER,
-        at: datetime | None = None,
-    ) -> StructuredMemory | None:
-        """Change fields of one memory by id (None when ``owner`` has no such memory).
-        The earlier version goes to the history; a person's edit makes it verified."""
-        current = await self.get(owner, memory_id)
-        if current is None:
-            return None
-        return (
-            await self.upsert(
-                owner,
-                current.category,
-                current.key,
-                current.content if content is None else content,
-                tags=current.tags if tags is None else tags,
-                priority=current.priority if priority is None else priority,
-                source=source,
-                confidence=None,
-                expires_at=None if clear_expiry else (expires_at or current.expires_at),
-                scope=current.scope,
-                at=at,
-            )
-        )[0]
-
     async def verify(
         self, owner: str, memory_id: str, *, verified_by: str, at: datetime | None = None
     ) -> StructuredMemory | None:
