@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from core.storage.graph_records import Edge, NodePlace
+from core.storage.graph_records import Edge, EmbeddingModelMismatch, NodePlace
 from core.storage.memory_records import (
     Category,
     MemoryCounts,
@@ -32,8 +32,9 @@ from core.storage.memory_records import (
     StoreOutcome,
     StructuredMemory,
 )
-from core.storage.records import Connection, MemoryNode, UserRecord
+from core.storage.records import Connection, MemoryNode, UserRecord, to_ts
 from core.storage.schema import Migration
+from core.storage.vector_cache import OwnerVectors, as_vector
 
 T = TypeVar("T")
 
@@ -191,6 +192,9 @@ class GraphStore(OwnedData):
         """Recent nodes sharing tags: node id -> (tags in common, its tag count)."""
 
     @abstractmethod
+    async def _owner_vectors(self, owner: str) -> OwnerVectors | None:
+        """The owner's vectors as the backend keeps them in memory (None: no vectors)."""
+
     async def vector_search(
         self,
         owner: str,
@@ -203,7 +207,17 @@ class GraphStore(OwnedData):
         newest: int | None = None,
     ) -> list[tuple[str, float]]:
         """Top-k (node id, cosine) of the owner's nodes; with ``newest``, among the
-        owner's ``newest`` most recently stored nodes only (a cost bound)."""
+        owner's ``newest`` most recently stored nodes only (a cost bound). Searched in
+        memory over :meth:`_owner_vectors`, the same on every backend."""
+        vectors = await self._owner_vectors(owner)
+        if vectors is None:
+            return []
+        query = as_vector(vector)
+        if query.shape[0] != vectors.dim:
+            raise EmbeddingModelMismatch(
+                f"query vector has {query.shape[0]} dimensions, stored vectors {vectors.dim}"
+            )
+        return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None, newest=newest)
 
     @abstractmethod
     async def text_search(

@@ -346,27 +346,6 @@ class PgGraphStore(GraphStore):
             "bytes": sum(v.nbytes for v in held),
         }
 
-    async def vector_search(
-        self,
-        owner: str,
-        vector: np.ndarray,
-        *,
-        k: int,
-        scopes: Sequence[str] | None = None,
-        exclude: Iterable[str] = (),
-        at: datetime | None = None,
-        newest: int | None = None,
-    ) -> list[tuple[str, float]]:
-        vectors = await self._owner_vectors(owner)
-        if vectors is None:
-            return []
-        query = as_vector(vector)
-        if query.shape[0] != vectors.dim:
-            raise EmbeddingModelMismatch(
-                f"query vector has {query.shape[0]} dimensions, stored vectors {vectors.dim}"
-            )
-        return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None, newest=newest)
-
     async def text_search(
         self,
         owner: str,
