@@ -46,7 +46,8 @@ class OwnedData(ABC):
     section: str  # name of this part in an export ("messages", "memories", ...)
 
     @abstractmethod
-    async def export_owner(self, owner: str) -> Any: ...
+    async def export_owner(self, owner: str) -> Any:
+        """JSON-ready data about ``owner``; None leaves the section out of the export."""
 
     @abstractmethod
     async def delete_owner(self, owner: str) -> int: ...
@@ -55,6 +56,29 @@ class OwnedData(ABC):
         """Forget what this process keeps in memory about ``owner`` (None: about
         everyone): another process changed it (see :meth:`Storage.catch_up`). A load
         of it still running must not be kept either. Nothing is kept by default."""
+
+
+async def export_parts(
+    owner: str, profile: OwnedData, parts: Iterable[OwnedData]
+) -> dict[str, Any]:
+    """Everything every part holds about ``owner``, as one export (any backend)."""
+    export: dict[str, Any] = {"user": owner, "profile": await profile.export_owner(owner)}
+    for part in parts:
+        data = await part.export_owner(owner)
+        if data is not None:
+            export[part.section] = data
+    return export
+
+
+async def forget_parts(
+    owner: str, profile: OwnedData, parts: Iterable[OwnedData]
+) -> dict[str, int]:
+    """Erase ``owner`` from every part, the profile last; rows removed per part."""
+    removed: dict[str, int] = {}
+    for part in parts:
+        removed[part.section] = await part.delete_owner(owner)
+    removed["profile"] = await profile.delete_owner(owner)
+    return removed
 
 
 class UserStore(OwnedData):

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.storage.api import OwnedData
+from core.storage.api import OwnedData, export_parts, forget_parts
 from core.storage.database import Database
 from core.storage.owner_changes import EVERY_OWNER, OwnerChanges
 from core.storage.schema import Migration
@@ -92,12 +92,7 @@ class SQLiteStorage:
 
     async def export_owner(self, owner: str) -> dict[str, Any]:
         """Everything stored about ``owner``, as JSON-ready data."""
-        export: dict[str, Any] = {"user": owner, "profile": await self.users.export_owner(owner)}
-        for part in self._parts:
-            data = await part.export_owner(owner)
-            if data is not None:  # a part with nothing to say about this person (None)
-                export[part.section] = data
-        return export
+        return await export_parts(owner, self.users, self._parts)
 
     async def catch_up(self) -> list[str]:
         """Drop what this process keeps about the people whose data another process
@@ -130,8 +125,4 @@ class SQLiteStorage:
         """Erase everything about ``owner``; returns how many rows each part removed.
         Each part's erasure is announced to the other processes in its own transaction
         (they drop their caches of ``owner`` at their next :meth:`catch_up`)."""
-        removed: dict[str, int] = {}
-        for part in self._parts:
-            removed[part.section] = await part.delete_owner(owner)
-        removed["profile"] = await self.users.delete_owner(owner)
-        return removed
+        return await forget_parts(owner, self.users, self._parts)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
-from core.storage.api import OwnedData
+from core.storage.api import OwnedData, export_parts, forget_parts
 from core.storage.postgres.changes import OwnerChanges
 from core.storage.postgres.database import PgDatabase
 from core.storage.postgres.graph import PgGraphStore
@@ -83,17 +83,10 @@ class PostgresStorage:
             yield
 
     async def export_owner(self, owner: str) -> dict[str, Any]:
-        export: dict[str, Any] = {"user": owner, "profile": await self.users.export_owner(owner)}
-        for part in self._parts:
-            export[part.section] = await part.export_owner(owner)
-        return export
+        return await export_parts(owner, self.users, self._parts)
 
     async def forget_owner(self, owner: str) -> dict[str, int]:
-        removed: dict[str, int] = {}
-        for part in self._parts:
-            removed[part.section] = await part.delete_owner(owner)
-        removed["profile"] = await self.users.delete_owner(owner)
-        return removed
+        return await forget_parts(owner, self.users, self._parts)
 
     async def catch_up(self) -> list[str]:
         owners = await self.changes.changed_owners()
