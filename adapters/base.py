@@ -29,6 +29,12 @@ class Adapter(ABC):
     @abstractmethod
     async def stop(self) -> None: ...
 
+    @property
+    def connected(self) -> bool:
+        """Whether the platform is reachable as far as the adapter knows (``/health``).
+        An adapter with nothing to lose (the console) is connected while it runs."""
+        return True
+
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")

@@ -101,6 +101,11 @@ class Engine(Startable):
         return self.router.specs
 
     @property
+    def in_flight(self) -> int:
+        """Messages accepted and not answered yet (``/health``'s queue depth)."""
+        return self._in_flight.count
+
+    @property
     def storage(self):
         return self.services.storage
 

@@ -97,6 +97,11 @@ class ShardedEngine(Startable):
         return len(self._workers)
 
     @property
+    def in_flight(self) -> int:
+        """Messages accepted and not answered yet (``/health``'s queue depth)."""
+        return self._in_flight.count
+
+    @property
     def commands(self) -> Sequence[CommandSpec]:
         """The engine's commands, as the first worker reported them on start."""
         return self._commands

@@ -98,6 +98,11 @@ class DiscordAdapter(Adapter):
         client.akira = self  # type: ignore[attr-defined]
         return client
 
+    @property
+    def connected(self) -> bool:
+        client = self.client
+        return client is not None and client.is_ready() and not client.is_closed()
+
     async def start(self) -> None:
         if self.config.token is None:
             raise DiscordStartError("Discord token missing: set AKIRA_DISCORD__TOKEN")

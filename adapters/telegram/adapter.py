@@ -284,6 +284,10 @@ class TelegramAdapter(Adapter):
 
     # ---- lifecycle -------------------------------------------------------------------
 
+    @property
+    def connected(self) -> bool:
+        return self._started
+
     async def start(self) -> None:
         if self._started:
             return

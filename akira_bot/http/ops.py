@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters.base import Adapter
 from akira_bot.http import metrics
 from akira_bot.http.state import STATE, HttpState
 
@@ -23,18 +24,9 @@ routes = web.RouteTableDef()
 STORAGE_TIMEOUT_S = 2.0
 
 
-def adapter_connected(adapter: Any) -> bool:
-    """Whether a platform adapter is connected: its own ``connected`` when it has one,
-    else what its platform client says (discord.py's ready state), else that it was
-    started (the bot started every adapter before this server)."""
-    connected = getattr(adapter, "connected", None)
-    if isinstance(connected, bool):
-        return connected
-    client = getattr(adapter, "client", None)
-    if client is not None and hasattr(client, "is_ready"):
-        return bool(client.is_ready()) and not client.is_closed()
-    started = getattr(adapter, "_started", None)
-    return True if started is None else bool(started)
+def adapter_connected(adapter: Adapter) -> bool:
+    """Whether a platform adapter is connected (its own :attr:`Adapter.connected`)."""
+    return adapter.connected
 
 
 def _llm_of(handler: Any) -> Any:
@@ -44,8 +36,7 @@ def _llm_of(handler: Any) -> Any:
 
 def queue_depth(handler: Any) -> int | None:
     """Messages accepted by the engine (or the sharded engine) and not answered yet."""
-    in_flight = getattr(handler, "_in_flight", None)
-    count = getattr(in_flight, "count", None)
+    count = getattr(handler, "in_flight", None)
     return count if isinstance(count, int) else None
 
 

@@ -372,7 +372,8 @@ async def test_dropped_socket_is_resumed_without_losing_messages(fake: FakeDisco
         await fake.wait_for(lambda: fake.bot_messages_in(channel), within=5)
         await fake.user_message(alice, "after the resume")
         await fake.wait_for(lambda: len(fake.bot_messages_in(channel)) == 2)
-        assert adapter.client is not None and adapter.client.is_ready()
+        assert adapter.connected  # /health's view: ready again after the resume
+    assert not adapter.connected  # stopped
     assert len(fake.identifies) == 1  # resumed, not re-identified
     assert fake.resumes[0]["seq"] >= 1
     assert [m.text for m in handler.messages] == ["while you were away", "after the resume"]

@@ -429,7 +429,9 @@ async def test_token_never_logged_and_stop_releases_long_poll(
     # httpx's own level too: the CLI (run in-process by other tests) turns it down.
     caplog.set_level(logging.DEBUG, logger="httpx")
     adapter = TelegramAdapter(EchoHandler(), config_for(fake_api, poll_timeout=30))
+    assert not adapter.connected
     await adapter.start()
+    assert adapter.connected
     fake_api.send_text("hi")
     await fake_api.wait_for_texts(1)
     # Let a 30 s long poll be pending, then stop: it must not wait for it.
@@ -437,6 +439,7 @@ async def test_token_never_logged_and_stop_releases_long_poll(
     started = time.monotonic()
     await adapter.stop()
     assert time.monotonic() - started < 5
+    assert not adapter.connected
     assert "HTTP Request" in caplog.text  # httpx did log the requests...
     assert fake_api.token not in caplog.text  # ...without the token
     assert fake_api.token not in repr(adapter)
