@@ -9,6 +9,9 @@ Implemented: getMe, getUpdates (offset confirms, long poll with timeout, release
 sendMessage, sendChatAction, sendDocument, setMyCommands, getMyCommands, deleteWebhook,
 setWebhook, getWebhookInfo, plus injected failures (429 with ``retry_after``). In webhook mode
 the fake plays Telegram's part: it POSTs updates to the registered URL with the secret header.
+``react`` queues a ``message_reaction`` update; as Telegram, getUpdates delivers it only to
+a bot that named it in ``allowed_updates``, and in a group only where the bot is an
+administrator (``admin_in``).
 """
 
 from __future__ import annotations
