@@ -9,9 +9,11 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from akira_bot.testing.telegram_api import FakeTelegramServer
 from core.storage import NodeType
 from core.storage.feedback_records import Rating, ReplyRating
 from tests.adapters.telegram.test_telegram_engine_e2e import (
@@ -21,7 +23,6 @@ from tests.adapters.telegram.test_telegram_engine_e2e import (
     akira,
     eventually,
 )
-from tests.fakes.telegram_api import FakeTelegramServer
 
 OWNER = f"telegram:{USER_ID}"
 OTHER_ID = 43
@@ -78,7 +79,7 @@ async def test_thumbs_on_a_reply_are_stored_changed_and_removed(
 async def test_reactions_that_are_not_feedback_on_ones_own_reply_are_ignored(
     tmp_path: Path, fake_api: FakeTelegramServer
 ) -> None:
-    group = {"chat_id": GROUP_ID, "chat_type": "supergroup"}
+    group: dict[str, Any] = {"chat_id": GROUP_ID, "chat_type": "supergroup"}
     fake_api.admin_in.add(GROUP_ID)
     async with akira(tmp_path, fake_api) as (engine, _adapter):
         said = fake_api.send_text("hello", user_id=USER_ID)
