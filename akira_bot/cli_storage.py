@@ -113,6 +113,25 @@ TABLES = (
         "memory_id, version",
         _verified_at(_HISTORY_COLUMNS.index("verified")),
     ),
+    # Feedback (schema 70): the bot's messages per reply, ratings, mood corrections.
+    Table(
+        "feedback_replies",
+        _columns("owner chat_id message_id node_id at"),
+        ("owner", "chat_id", "message_id"),
+        "rowid",
+    ),
+    Table(
+        "feedback_ratings",
+        _columns("owner node_id rating chat_id message_id emoji at"),
+        ("owner", "node_id", "rating"),
+        "rowid",
+    ),
+    Table(
+        "mood_corrections",
+        _columns("id owner node_id text predicted predicted_score corrected at"),
+        ("id",),
+        "rowid",
+    ),
 )
 
 

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from core.commands import CommandHandler, CommandRouter
 from core.pipeline import CallNext, Pipeline, PromptSection, Stage, TurnContext, stage
-from core.services import AfterReplyHook, Services
+from core.services import AfterReplyHook, ReactionHook, Services
 
 if TYPE_CHECKING:
     from akira_bot.settings import Settings
@@ -141,7 +141,8 @@ class PluginAPI:
 
     Typed access to the services (``api.storage``, ``api.memory``, ``api.llm``,
     ``api.structured_memories``, ``api.emotion``, ``api.settings``); registration of
-    commands, stages, prompt sections and after-reply hooks; the plugin's own settings.
+    commands, stages, prompt sections, after-reply and reaction hooks; the plugin's own
+    settings.
     """
 
     def __init__(
@@ -244,6 +245,15 @@ class PluginAPI:
         """Decorator for ``async def hook(ctx)``: runs in the background once a reply was
         delivered (what was said is in ``ctx.text`` and ``ctx.reply_text``)."""
         self.services.after_reply.append(hook)
+        return hook
+
+    def on_reaction(self, hook: ReactionHook) -> ReactionHook:
+        """Decorator for ``async def hook(reaction, services)``: runs for each reaction a
+        person adds or removes on a message (``core.types.IncomingReaction``: the
+        emoji added and removed, the message's platform id and chat), after the
+        message of theirs being handled, if any. Nothing is answered; an exception is
+        logged."""
+        self.services.on_reaction.append(hook)
         return hook
 
     def provide(self, value: object, kind: type | None = None) -> None:

@@ -127,7 +127,9 @@ class StorageSettings(_Section):
         return self
 
 
-BuiltinName = Literal["emotion", "structured_memories", "user_commands", "admin_commands"]
+BuiltinName = Literal[
+    "emotion", "structured_memories", "user_commands", "admin_commands", "feedback"
+]
 # The built-in plugins (modules akira_bot.features.<name>), in the order they are set up.
 BUILTINS: tuple[BuiltinName, ...] = get_args(BuiltinName)
 

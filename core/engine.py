@@ -20,7 +20,14 @@ from core.i18n import detect_language, normalise_locale, t
 from core.pipeline import Pipeline, TurnContext
 from core.services import Services
 from core.storage import is_storage_full, is_storage_unavailable
-from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
+from core.types import (
+    CommandSpec,
+    IncomingMessage,
+    IncomingReaction,
+    Reply,
+    ReplyKind,
+    Responder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +159,34 @@ class Engine(Startable):
         try:
             with self._in_flight.one():
                 await self._serve(message, responder, lane.lock)
+        finally:
+            lane.waiting -= 1
+            if lane.waiting == 0 and not lane.lock.locked():
+                self._lanes.pop(owner, None)
+
+    async def handle_reaction(self, reaction: IncomingReaction) -> None:
+        """Hand a reaction to the hooks (``services.on_reaction``), in the person's lane:
+        a reaction waits for the message of theirs being handled, so it finds the reply
+        that message is getting. A failing hook is logged; nothing is answered."""
+        if self._closing:
+            raise RuntimeError("engine is shutting down")
+        hooks = self.services.on_reaction
+        if not hooks:
+            return
+        owner = reaction.owner
+        lane = self._lanes.get(owner)
+        if lane is None:
+            lane = self._lanes[owner] = _UserLane(asyncio.Lock())
+        lane.waiting += 1
+        try:
+            with self._in_flight.one():
+                async with lane.lock, self._slots:
+                    await self.services.storage.catch_up()
+                    for hook in hooks:
+                        try:
+                            await hook(reaction, self.services)
+                        except Exception:
+                            log.exception("a reaction hook failed for %s", owner)
         finally:
             lane.waiting -= 1
             if lane.waiting == 0 and not lane.lock.locked():

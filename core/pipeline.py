@@ -69,9 +69,12 @@ class TurnContext:
     def owner(self) -> str:
         return self.message.owner
 
-    async def send(self, reply: Reply) -> None:
-        await self.responder.send(reply)
+    async def send(self, reply: Reply) -> list[str]:
+        """Deliver ``reply``; the platform ids of the messages sent for it (empty when
+        the responder cannot tell)."""
+        message_ids = await self.responder.send(reply)
         self.sent.append(reply)
+        return list(message_ids or ())
 
 
 class Pipeline:

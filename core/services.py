@@ -13,7 +13,7 @@ from core.llm.base import LLMProvider
 from core.memory.base import ConversationMemory
 from core.persona import Persona
 from core.storage.api import Storage
-from core.types import utcnow
+from core.types import IncomingReaction, utcnow
 
 if TYPE_CHECKING:
     from core.memory.extraction import MemoryExtractor
@@ -42,6 +42,8 @@ class EngineConfig:
 
 
 AfterReplyHook = Callable[["TurnContext"], Awaitable[None]]
+# Called with each reaction a person made (core.types.IncomingReaction), see Engine.
+ReactionHook = Callable[[IncomingReaction, "Services"], Awaitable[None]]
 
 
 @dataclass
@@ -65,6 +67,8 @@ class Services:
     extras: dict[str, Any] = field(default_factory=dict)
     # Run in the background after a reply was delivered (memory extraction...).
     after_reply: list[AfterReplyHook] = field(default_factory=list)
+    # Run for each reaction to a message (feedback on replies...), in the person's order.
+    on_reaction: list[ReactionHook] = field(default_factory=list)
     _by_type: dict[type, Any] = field(default_factory=dict, repr=False)
 
     def provide(self, value: object, kind: type | None = None) -> None:

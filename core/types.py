@@ -106,6 +106,30 @@ class IncomingMessage:
         return self.author.key
 
 
+@dataclass(frozen=True, slots=True)
+class IncomingReaction:
+    """A person changed their reactions to a message (Telegram message reactions, Discord
+    reactions): ``added`` and ``removed`` are the emoji (unicode; a platform's custom
+    emoji are left out by the adapter). ``message_id`` is the message reacted to, in
+    ``chat``; nothing says whose message it is: the engine's hooks look that up."""
+
+    platform: str
+    chat: ChatRef
+    author: UserRef
+    message_id: str
+    sent_at: datetime
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.sent_at.tzinfo is None:
+            object.__setattr__(self, "sent_at", self.sent_at.replace(tzinfo=UTC))
+
+    @property
+    def owner(self) -> str:
+        return self.author.key
+
+
 class ReplyKind(StrEnum):
     ANSWER = "answer"  # the LLM's cleaned reply
     COMMAND = "command"  # a command's output
@@ -143,7 +167,11 @@ class CommandSpec:
 class Responder(Protocol):
     """How the engine talks back. Each adapter implements it for one incoming message."""
 
-    async def send(self, reply: Reply) -> None: ...
+    async def send(self, reply: Reply) -> list[str] | None:
+        """Deliver ``reply``; the platform ids of the messages sent for it (a long text
+        is several), or None when the responder cannot tell (then no reaction can be
+        traced back to this reply)."""
+        ...
 
     def typing(self) -> AbstractAsyncContextManager[None]: ...
 
@@ -188,3 +216,8 @@ class MessageHandler(Protocol):
     def commands(self) -> Sequence[CommandSpec]: ...
 
     async def handle(self, message: IncomingMessage, responder: Responder) -> None: ...
+
+    async def handle_reaction(self, reaction: IncomingReaction) -> None:
+        """A reaction to a message: handed to the hooks plugins registered
+        (``api.on_reaction``), in the person's order; nothing is answered."""
+        ...

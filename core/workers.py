@@ -17,7 +17,8 @@ to the worker only once delivered (the worker stores it after delivery, as the e
 does in one process).
 
 Protocol (see :mod:`core.ipc`), parent to worker: ``("handle", id, message)``,
-``("sent", id, error or None)``, ``("close", timeout)``; worker to parent:
+``("react", id, reaction)``, ``("sent", id, error or None, message ids)``,
+``("close", timeout)``; worker to parent:
 ``("ready", pid, command specs)``, ``("send", id, reply)``, ``("typing", id, on)``,
 ``("done", id, error or None)``, ``("closed",)``. A worker ignores SIGINT and SIGTERM
 (they reach the whole process group; the parent's graceful shutdown tells each worker
@@ -40,7 +41,15 @@ from typing import TYPE_CHECKING, Any
 from core.engine import InFlight, Startable
 from core.i18n import detect_language, t
 from core.ipc import FrameProtocol, frame, pickle_error
-from core.types import CommandSpec, IncomingMessage, Reply, ReplyKind, Responder
+from core.types import (
+    CommandSpec,
+    IncomingMessage,
+    IncomingReaction,
+    RecordingResponder,
+    Reply,
+    ReplyKind,
+    Responder,
+)
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -171,23 +180,42 @@ class ShardedEngine(Startable):
                 return
             await self._exchange(worker, next(self._ids), message, responder)
 
+    async def handle_reaction(self, reaction: IncomingReaction) -> None:
+        """To the worker that owns the person, as their messages are."""
+        if self._closing:
+            raise RuntimeError("engine is shutting down")
+        with self._in_flight.one():
+            try:
+                worker = await self._worker(self.worker_for(reaction.owner))
+            except Exception as exc:
+                log.error("engine worker lost a reaction of %s: %s", reaction.owner, exc)
+                return
+            # Nothing is answered to a reaction: whatever a hook sent would be dropped.
+            await self._exchange(worker, next(self._ids), reaction, RecordingResponder())
+
     async def _exchange(
-        self, worker: _Worker, request: int, message: IncomingMessage, responder: Responder
+        self,
+        worker: _Worker,
+        request: int,
+        message: IncomingMessage | IncomingReaction,
+        responder: Responder,
     ) -> None:
         """Send the message, then act on what the worker says about it until it is done."""
         inbox = worker.open(request)
         typing: list[AbstractAsyncContextManager[None]] = []
         try:
-            worker.write(("handle", request, message))
+            kind = "react" if isinstance(message, IncomingReaction) else "handle"
+            worker.write((kind, request, message))
             while True:
                 kind, _, *rest = await inbox.get()
                 if kind == "send":
                     error: str | None = None
+                    message_ids: list[str] | None = None
                     try:
-                        await responder.send(rest[0])
+                        message_ids = await responder.send(rest[0])
                     except Exception as exc:  # the worker's pipeline sees it, as in one process
                         error = f"{type(exc).__name__}: {exc}"
-                    worker.write(("sent", request, error))
+                    worker.write(("sent", request, error, message_ids))
                 elif kind == "typing":
                     if rest[0]:
                         indicator = responder.typing()
@@ -198,6 +226,9 @@ class ShardedEngine(Startable):
                 elif kind == "done":
                     if rest[0] is not None:
                         raise RuntimeError(rest[0])
+                    return
+                elif isinstance(message, IncomingReaction):  # "gone", with a reaction
+                    log.error("engine worker lost a reaction of %s: %s", message.owner, rest[0])
                     return
                 else:  # "gone": the worker died with this message
                     await self._lost(message, responder, rest[0])
@@ -380,7 +411,8 @@ class _Parent:
         self.engine = engine
         self.link = FrameProtocol("engine worker's parent", self._received, self._lost)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.acks: dict[int, asyncio.Future[str | None]] = {}
+        # Per request: (delivery error or None, the platform ids of what was sent).
+        self.acks: dict[int, asyncio.Future[tuple[str | None, list[str] | None]]] = {}
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._closing = False
 
@@ -391,10 +423,12 @@ class _Parent:
         kind = value[0]
         if kind == "handle":
             self._spawn(self._handle(value[1], value[2]))
+        elif kind == "react":
+            self._spawn(self._react(value[1], value[2]))
         elif kind == "sent":
             ack = self.acks.pop(value[1], None)
             if ack is not None and not ack.done():
-                ack.set_result(value[2])
+                ack.set_result((value[2], value[3]))
         elif kind == "close":
             self._spawn(self._close(value[1]))
 
@@ -421,6 +455,15 @@ class _Parent:
         else:
             self.write(("done", request, None))
 
+    async def _react(self, request: int, reaction: IncomingReaction) -> None:
+        try:
+            await self.engine.handle_reaction(reaction)
+        except Exception as exc:
+            log.exception("engine worker: a reaction of %s failed", reaction.owner)
+            self.write(("done", request, f"{type(exc).__name__}: {exc}"))
+        else:
+            self.write(("done", request, None))
+
     async def _close(self, timeout: float) -> None:
         if self._closing:
             return
@@ -443,13 +486,16 @@ class _RemoteResponder:
         self.link = link
         self.request = request
 
-    async def send(self, reply: Reply) -> None:
-        ack: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    async def send(self, reply: Reply) -> list[str] | None:
+        ack: asyncio.Future[tuple[str | None, list[str] | None]] = (
+            asyncio.get_running_loop().create_future()
+        )
         self.link.acks[self.request] = ack
         self.link.write(("send", self.request, reply))
-        error = await ack
+        error, message_ids = await ack
         if error is not None:
             raise DeliveryFailed(error)
+        return message_ids
 
     def typing(self) -> AbstractAsyncContextManager[None]:
         @asynccontextmanager

@@ -27,7 +27,11 @@ from discord.gateway import DiscordWebSocket
 from adapters.base import Adapter, AdapterStartError
 from adapters.discord.commands import PortugueseTranslator, build_app_commands
 from adapters.discord.config import DiscordConfig
-from adapters.discord.convert import interaction_to_incoming, message_to_incoming
+from adapters.discord.convert import (
+    interaction_to_incoming,
+    message_to_incoming,
+    reaction_to_incoming,
+)
 from adapters.discord.responder import (
     SAFE_MENTIONS,
     InteractionResponder,
@@ -35,7 +39,7 @@ from adapters.discord.responder import (
     lang_of,
 )
 from core.i18n import t
-from core.types import CommandSpec, IncomingMessage, MessageHandler
+from core.types import CommandSpec, IncomingMessage, IncomingReaction, MessageHandler
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,15 @@ class _Hooks:
 
     async def on_message(self, message: discord.Message) -> None:
         self.akira._on_message(message)
+
+    # Reactions (feedback on replies): the raw events, so a reply no longer in
+    # discord.py's message cache (a restart, an old one) still counts. The reactions
+    # intents are in Intents.default().
+    async def on_raw_reaction_add(self, event: discord.RawReactionActionEvent) -> None:
+        self.akira._on_reaction(event)
+
+    async def on_raw_reaction_remove(self, event: discord.RawReactionActionEvent) -> None:
+        self.akira._on_reaction(event)
 
 
 class _Client(_Hooks, discord.Client):
@@ -215,6 +228,23 @@ class DiscordAdapter(Adapter):
         if not incoming.text or not incoming.addressed:
             return
         self._spawn(self._handle(incoming, MessageResponder(message)))
+
+    def _on_reaction(self, event: discord.RawReactionActionEvent) -> None:
+        client = self.client
+        if self._stopping or client is None or client.user is None:
+            return
+        guild = client.get_guild(event.guild_id) if event.guild_id is not None else None
+        reaction = reaction_to_incoming(
+            event, bot_id=client.user.id, guild=guild, config=self.config
+        )
+        if reaction is not None:
+            self._spawn(self._handle_reaction(reaction))
+
+    async def _handle_reaction(self, reaction: IncomingReaction) -> None:
+        try:
+            await self.handler.handle_reaction(reaction)
+        except Exception:
+            log.exception("discord: handling a reaction to %s failed", reaction.message_id)
 
     async def _handle(self, incoming: IncomingMessage, responder: MessageResponder) -> None:
         try:

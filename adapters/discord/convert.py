@@ -12,7 +12,7 @@ import re
 import discord
 
 from adapters.discord.config import DiscordConfig
-from core.types import ChatKind, ChatRef, Command, IncomingMessage, UserRef
+from core.types import ChatKind, ChatRef, Command, IncomingMessage, IncomingReaction, UserRef
 
 PLATFORM = "discord"
 SHARED_SERVER_SCOPE = "discord"
@@ -123,4 +123,42 @@ def interaction_to_incoming(
         addressed=True,
         command=Command(name=name, args=args),
         locale=str(interaction.locale),
+    )
+
+
+def reaction_to_incoming(
+    event: discord.RawReactionActionEvent,
+    *,
+    bot_id: int,
+    guild: discord.Guild | None,
+    config: DiscordConfig,
+) -> IncomingReaction | None:
+    """A reaction added or removed (``event.event_type``), or ``None``: the bot's own,
+    another bot's (known when Discord sends the member), a custom server emoji (not a
+    unicode one: never a thumb). Discord gives no time: the reaction is dated now."""
+    if event.user_id == bot_id or (event.member is not None and event.member.bot):
+        return None
+    if not event.emoji.is_unicode_emoji():
+        return None
+    emoji = (event.emoji.name or "",)
+    added = event.event_type == "REACTION_ADD"
+    if guild is None and event.guild_id is not None:
+        # A server the cache does not hold (yet): still a group chat, scoped by its id.
+        scope = SHARED_SERVER_SCOPE if config.cross_server_memory else str(event.guild_id)
+        chat = ChatRef(PLATFORM, str(event.channel_id), ChatKind.GROUP, scope=scope)
+    else:
+        chat = chat_ref(None, guild, event.channel_id, config)
+    return IncomingReaction(
+        platform=PLATFORM,
+        chat=chat,
+        author=UserRef(
+            platform=PLATFORM,
+            id=str(event.user_id),
+            display_name=event.member.display_name if event.member is not None else None,
+            is_admin=event.user_id in config.admin_ids,
+        ),
+        message_id=str(event.message_id),
+        sent_at=discord.utils.utcnow(),
+        added=emoji if added else (),
+        removed=() if added else emoji,
     )

@@ -43,10 +43,12 @@ class MessageResponder:
     def __init__(self, message: discord.Message) -> None:
         self.message = message
 
-    async def send(self, reply: Reply) -> None:
+    async def send(self, reply: Reply) -> list[str] | None:
+        """Deliver; the ids of the messages sent in the message's own channel (a private
+        reply moved to a DM gives none: reactions are traced in the channel)."""
         parts = _parts(reply)
         if not parts:
-            return
+            return None
         in_guild = self.message.guild is not None
         if reply.private and in_guild:
             # Never show a private answer (memories, export) in a server channel.
@@ -56,8 +58,8 @@ class MessageResponder:
             except discord.Forbidden:
                 # DMs closed: drop it rather than leak it into the channel.
                 log.warning("discord: user %s does not accept DMs", self.message.author.id)
-            return
-        await self._send_parts(self.message.channel, parts, reply, in_guild=in_guild)
+            return None
+        return await self._send_parts(self.message.channel, parts, reply, in_guild=in_guild)
 
     async def _send_parts(
         self,
@@ -66,7 +68,8 @@ class MessageResponder:
         reply: Reply,
         *,
         in_guild: bool,
-    ) -> None:
+    ) -> list[str]:
+        sent: list[str] = []
         for i, part in enumerate(parts):
             kwargs: dict[str, Any] = {"allowed_mentions": SAFE_MENTIONS}
             if i == 0:
@@ -76,7 +79,9 @@ class MessageResponder:
                 if in_guild:
                     kwargs["reference"] = self.message.to_reference(fail_if_not_exists=False)
                     kwargs["mention_author"] = False
-            await target.send(part, **kwargs)
+            message = await target.send(part, **kwargs)
+            sent.append(str(message.id))
+        return sent
 
     def typing(self) -> AbstractAsyncContextManager[None]:
         # discord.py re-sends the typing indicator every few seconds until the block ends.

@@ -40,9 +40,17 @@ from adapters.telegram.convert import (
     is_group,
     is_private,
     is_reply_to_bot,
+    reaction_to_incoming,
     to_incoming,
 )
-from core.types import CommandSpec, IncomingMessage, MessageHandler, Reply, ReplyKind
+from core.types import (
+    CommandSpec,
+    IncomingMessage,
+    IncomingReaction,
+    MessageHandler,
+    Reply,
+    ReplyKind,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,21 +154,24 @@ class TelegramResponder:
         self.in_group = in_group
         self.locale = locale
 
-    async def send(self, reply: Reply) -> None:
+    async def send(self, reply: Reply) -> list[str] | None:
+        """Deliver; the ids of the messages sent in the message's own chat (a private
+        reply moved to the person's DM gives none: reactions are traced in the chat)."""
         reply_to = self._quote(reply)
         if reply.private and self.in_group and self._config.private_replies_in_dm:
             try:
                 await self._deliver(self.user_id, reply, reply_to=None)
-                return
+                return None
             except (Forbidden, BadRequest) as exc:
                 log.info("telegram: private reply not deliverable in DM (%s)", type(exc).__name__)
                 reply = Reply(text=note("dm_failed", self.locale), kind=reply.kind)
         try:
-            await self._deliver(self.chat_id, reply, reply_to=reply_to)
+            return await self._deliver(self.chat_id, reply, reply_to=reply_to)
         except TelegramError as exc:
             # Delivery failures (user blocked the bot, chat gone, retries exhausted) are
             # logged; they must not break the engine's pipeline for this message.
             log.warning("telegram: reply not delivered to chat %s: %s", self.chat_id, exc)
+            return None
 
     def _quote(self, reply: Reply) -> int | None:
         """Which message the answer quotes. In a group, always one (the engine's choice or
@@ -173,20 +184,25 @@ class TelegramResponder:
             return wanted or self.message_id
         return wanted if wanted != self.message_id else None
 
-    async def _deliver(self, chat_id: int, reply: Reply, *, reply_to: int | None) -> None:
+    async def _deliver(self, chat_id: int, reply: Reply, *, reply_to: int | None) -> list[str]:
+        sent: list[str] = []
         for index, chunk in enumerate(split_text(reply.text, MESSAGE_LIMIT)):
             params = (
                 ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
                 if index == 0 and reply_to is not None
                 else None
             )
-            await self._bot.send_message(chat_id=chat_id, text=chunk, reply_parameters=params)
+            message = await self._bot.send_message(
+                chat_id=chat_id, text=chunk, reply_parameters=params
+            )
+            sent.append(str(message.message_id))
         if reply.attachment is not None:
             await self._bot.send_document(
                 chat_id=chat_id,
                 document=reply.attachment.data,
                 filename=reply.attachment.filename,
             )
+        return sent
 
     def typing(self) -> AbstractAsyncContextManager[None]:
         return self._typing()
@@ -319,7 +335,9 @@ class TelegramAdapter(Adapter):
         updater = app.updater
         assert updater is not None
         cfg = self.config
-        allowed = [Update.MESSAGE, Update.EDITED_MESSAGE]
+        # Reactions (feedback on replies) come only when asked for by name; in groups
+        # Telegram sends them only to a bot that is an administrator there.
+        allowed = [Update.MESSAGE, Update.EDITED_MESSAGE, Update.MESSAGE_REACTION]
         if cfg.mode == "webhook":
             secret = cfg.webhook_secret.get_secret_value() if cfg.webhook_secret else None
             await updater.start_webhook(
@@ -403,6 +421,9 @@ class TelegramAdapter(Adapter):
         the engine, so PTB keeps fetching while replies are generated."""
         if not isinstance(update, Update):
             return
+        if update.message_reaction is not None:
+            self._on_reaction(update)
+            return
         message = update.message
         if message is None:
             # Edited messages, callback queries, channel posts...: ignored on purpose; an
@@ -424,6 +445,22 @@ class TelegramAdapter(Adapter):
             return
         if self._wants_media_note(message, bot):
             self._enqueue(message.from_user.id, self._media_note_job(message))
+
+    def _on_reaction(self, update: Update) -> None:
+        """A person's reactions changed: to the engine in their queue, after the
+        messages of theirs already waiting (their reply may be in flight)."""
+        changed = update.message_reaction
+        assert changed is not None
+        reaction = reaction_to_incoming(changed, admin_ids=self.config.admin_ids)
+        if reaction is None or changed.user is None:
+            return
+        self._enqueue(changed.user.id, self._reaction_job(reaction))
+
+    def _reaction_job(self, reaction: IncomingReaction) -> Job:
+        async def run() -> None:
+            await self.handler.handle_reaction(reaction)
+
+        return run
 
     def _wants_media_note(self, message: Message, bot: BotIdentity) -> bool:
         """Stickers, photos, voice...: a short note when the bot was talked to, silence for

@@ -10,10 +10,10 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from telegram import Chat, Message, MessageEntity, User
+from telegram import Chat, Message, MessageEntity, MessageReactionUpdated, ReactionTypeEmoji, User
 from telegram.constants import ChatType
 
-from core.types import ChatKind, ChatRef, Command, IncomingMessage, UserRef
+from core.types import ChatKind, ChatRef, Command, IncomingMessage, IncomingReaction, UserRef
 
 PLATFORM = "telegram"
 
@@ -152,4 +152,37 @@ def to_incoming(
         addressed=addressed,
         command=command,
         locale=user.language_code,
+    )
+
+
+def _emoji(reactions: Collection[object]) -> list[str]:
+    """The plain emoji of a reaction list (custom emoji and paid stars have none)."""
+    return [r.emoji for r in reactions if isinstance(r, ReactionTypeEmoji)]
+
+
+def reaction_to_incoming(
+    update: MessageReactionUpdated, *, admin_ids: Collection[int]
+) -> IncomingReaction | None:
+    """The core's view of a change of one person's reactions, or ``None``: an anonymous
+    one (a group's admin reacting as the group), a bot's, a channel's, or a change that
+    leaves the plain emoji as they were. Telegram sends the whole old and new lists;
+    the core gets what was added and what was removed."""
+    user = update.user
+    if user is None or user.is_bot:
+        return None
+    if not (is_private(update.chat) or is_group(update.chat)):
+        return None
+    old, new = _emoji(update.old_reaction), _emoji(update.new_reaction)
+    added = tuple(e for e in new if e not in old)
+    removed = tuple(e for e in old if e not in new)
+    if not added and not removed:
+        return None
+    return IncomingReaction(
+        platform=PLATFORM,
+        chat=chat_ref(update.chat),
+        author=user_ref(user, admin_ids),
+        message_id=str(update.message_id),
+        sent_at=update.date,
+        added=added,
+        removed=removed,
     )

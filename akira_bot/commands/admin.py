@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from akira_bot.commands.texts import tr
+from akira_bot.commands.texts import state_name, tr
 from akira_bot.commands.user import memories_service, read_mood
 from core.commands import CommandHandler, CommandResult, CommandRouter, UsageError
 from core.i18n import ago
 from core.pipeline import TurnContext
 from core.services import Services
+from core.storage.feedback_records import FeedbackTotals
 from core.types import CommandSpec, Reply, ReplyKind, parse_user_key, utcnow
 
 _MEM_ID = re.compile(r"^mem_[0-9a-f]{1,64}$")
@@ -69,25 +70,56 @@ def _when(value: datetime | None, at: datetime, language: str) -> str:
     return f"{value.strftime('%Y-%m-%d %H:%M')} UTC ({ago(max(0.0, (at - value).total_seconds()), language)})"
 
 
+def feedback_lines(totals: FeedbackTotals, language: str) -> list[str]:
+    """/stats' feedback lines: the ratio of thumbs up to down on replies, and how many
+    times people corrected a reading of each emotion (numbers only, no one's text)."""
+    share = (
+        tr("stats_feedback_share", language, share=f"{totals.up / totals.ratings:.0%}")
+        if totals.ratings
+        else ""
+    )
+    by_emotion = ", ".join(
+        f"{state_name(label, language)} {count}"
+        for label, count in sorted(totals.corrected_from.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    return [
+        tr("stats_feedback", language, up=totals.up, down=totals.down, share=share),
+        tr(
+            "stats_corrections",
+            language,
+            total=totals.corrections,
+            by_emotion=tr("stats_corrections_by", language, counts=by_emotion)
+            if by_emotion
+            else "",
+        ),
+    ]
+
+
 async def stats(ctx: TurnContext, args: str) -> CommandResult:
     services = ctx.services
     none = tr("none", ctx.language)
     counts = await memories_service(services).counts()
+    feedback = feedback_lines(await services.storage.feedback.totals(), ctx.language)
     return Reply(
-        tr(
-            "stats",
-            ctx.language,
-            users=await services.storage.users.count(),
-            messages=await services.storage.nodes.count(),
-            memories=counts.total,
-            verified=counts.verified,
-            unverified=counts.unverified,
-            # Uptime is about the running process: wall clock on purpose.
-            uptime=format_uptime(utcnow() - services.started_at),
-            llm=_llm_name(services),
-            embedder=_embedder_name(services) or none,
-            emotion=services.emotion_detector or none,
-            background=services.background.pending,
+        "\n".join(
+            [
+                tr(
+                    "stats",
+                    ctx.language,
+                    users=await services.storage.users.count(),
+                    messages=await services.storage.nodes.count(),
+                    memories=counts.total,
+                    verified=counts.verified,
+                    unverified=counts.unverified,
+                    # Uptime is about the running process: wall clock on purpose.
+                    uptime=format_uptime(utcnow() - services.started_at),
+                    llm=_llm_name(services),
+                    embedder=_embedder_name(services) or none,
+                    emotion=services.emotion_detector or none,
+                    background=services.background.pending,
+                ),
+                *feedback,
+            ]
         ),
         ReplyKind.COMMAND,
         private=True,

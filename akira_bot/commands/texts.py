@@ -132,6 +132,31 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
     },
     "mood_since": {"pt": "Desde: {when}.", "en": "Since: {when}."},
     "mood_recent": {"pt": "Leituras recentes:", "en": "Recent readings:"},
+    # /mood <words>: a correction (akira_bot.commands.mood)
+    "mood_usage": {
+        "pt": "Uso: /mood mostra como eu te percebo. Se eu li errado: /mood <estado> "
+        "(ex.: /mood feliz) ou /mood não <estado> (ex.: /mood não irritado). "
+        "Estados: irritado, feliz, triste, confuso, neutro.",
+        "en": "Usage: /mood shows how I read you. If I got it wrong: /mood <state> "
+        "(e.g. /mood happy) or /mood not <state> (e.g. /mood not angry). "
+        "States: angry, happy, sad, confused, neutral.",
+    },
+    "mood_corrected": {
+        "pt": "Entendi, obrigado por me dizer: eu tinha lido {predicted} na sua última "
+        "mensagem, mas você estava {corrected}. Corrigi isso e vou levar em conta.",
+        "en": "Got it, thanks for telling me: I had read your last message as "
+        "{predicted}, but you were {corrected}. I've corrected it and will keep it in mind.",
+    },
+    "mood_already": {
+        "pt": "Foi assim que eu li sua última mensagem: {state}. Nada a corrigir.",
+        "en": "That's how I read your last message: {state}. Nothing to correct.",
+    },
+    "mood_not_read": {
+        "pt": "Não li nenhuma mensagem recente sua como {state}, então não há o que corrigir. "
+        "Use /mood para ver como eu te percebo.",
+        "en": "I haven't read any recent message of yours as {state}, so there is nothing "
+        "to correct. Use /mood to see how I read you.",
+    },
     "mood_hostile": {
         "pt": "Notei tensão nas nossas conversas recentes; vou manter um tom calmo e direto.",
         "en": "I noticed tension in our recent conversations; I'll keep a calm, direct tone.",
@@ -147,6 +172,17 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
         "Uptime: {uptime}\nLLM: {llm}\nEmbeddings: {embedder}\nEmotion detector: {emotion}\n"
         "Background tasks: {background}",
     },
+    # /stats: feedback (issue 24), everyone's numbers only
+    "stats_feedback": {
+        "pt": "Avaliações das respostas: 👍 {up} / 👎 {down}{share}",
+        "en": "Reply ratings: 👍 {up} / 👎 {down}{share}",
+    },
+    "stats_feedback_share": {"pt": " ({share} positivas)", "en": " ({share} positive)"},
+    "stats_corrections": {
+        "pt": "Correções de humor (/mood): {total}{by_emotion}",
+        "en": "Mood corrections (/mood): {total}{by_emotion}",
+    },
+    "stats_corrections_by": {"pt": "; lido como: {counts}", "en": "; read as: {counts}"},
     "none": {"pt": "nenhum", "en": "none"},
     "user_usage": {
         "pt": "Uso: /user <plataforma:id>, por exemplo /user telegram:42",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from akira_bot.commands.mood import correct_mood
 from akira_bot.commands.texts import state_name, tr
 from core.commands import CommandHandler, CommandResult, CommandRouter, UsageError
 from core.i18n import ago
@@ -379,6 +380,8 @@ async def export(ctx: TurnContext, args: str) -> CommandResult:
 
 
 async def mood(ctx: TurnContext, args: str) -> CommandResult:
+    if args.strip():  # "/mood not angry": a correction (akira_bot.commands.mood)
+        return await correct_mood(ctx, args)
     user = await ctx.services.storage.users.get(ctx.owner)
     raw = (user.profile.get("emotion") if user else None) or None
     if not isinstance(raw, dict):
@@ -429,7 +432,10 @@ USER_COMMANDS: list[tuple[CommandSpec, CommandHandler]] = [
     ),
     (
         CommandSpec(
-            "mood", "Your emotional state, as I read it", "Seu estado emocional, como eu percebo"
+            "mood",
+            "Your emotional state, as I read it (or correct it)",
+            "Seu estado emocional, como eu percebo (ou corrija)",
+            args_hint="[not <state> | <state>]",
         ),
         mood,
     ),

@@ -5,7 +5,8 @@
 - ``emotion``: the detector, the per-person emotional state, the tone in the prompt;
 - ``structured_memories``: /remember's store, its recall in the prompt, extraction;
 - ``user_commands``: /start /help /remember /memories /forget /forgetme /export /mood;
-- ``admin_commands``: /stats /user /verify.
+- ``admin_commands``: /stats /user /verify;
+- ``feedback``: thumbs up / down reactions to replies, stored as feedback on the turn.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ MODULES: dict[str, str] = {
     "structured_memories": "akira_bot.features.structured_memory",
     "user_commands": "akira_bot.features.user_commands",
     "admin_commands": "akira_bot.features.admin_commands",
+    "feedback": "akira_bot.features.feedback",
 }
 
 

@@ -16,8 +16,9 @@ the shard), dispatches with sequence numbers, RESUME (replays what was missed, t
 RESUMED), INVALID_SESSION for an unknown session, ``zlib-stream`` compression when the
 client asks for it in the URL query.
 
-Test controls: users/guilds/members, ``user_message`` (MESSAGE_CREATE), ``slash``
-(INTERACTION_CREATE), ``rate_limit_next`` (a 429 with a ``Via`` header), ``drop_gateway``
+Test controls: users/guilds/members, ``user_message`` (MESSAGE_CREATE), ``user_reaction``
+(MESSAGE_REACTION_ADD / _REMOVE, only to a session whose intents ask for reactions),
+``slash`` (INTERACTION_CREATE), ``rate_limit_next`` (a 429 with a ``Via`` header), ``drop_gateway``
 (abort the socket), and everything the bot did is recorded (``bot_messages``,
 ``interaction_events``, ``typing``, ``requests``...). ``wait_for`` polls a condition.
 
@@ -56,6 +57,10 @@ EVERYONE_PERMISSIONS = (
     VIEW_CHANNEL | SEND_MESSAGES | READ_MESSAGE_HISTORY | USE_APPLICATION_COMMANDS
 )
 ALL_PERMISSIONS = (1 << 50) - 1
+
+# Gateway intents (https://discord.com/developers/docs/events/gateway#gateway-intents)
+GUILD_MESSAGE_REACTIONS = 1 << 10
+DIRECT_MESSAGE_REACTIONS = 1 << 13
 
 EPHEMERAL_FLAG = 1 << 6
 LOADING_FLAG = 1 << 7
@@ -443,6 +448,46 @@ class FakeDiscord:
         self.messages[int(msg["id"])] = msg
         await self.dispatch("MESSAGE_CREATE", msg, guild_id=guild.id if guild else None)
         return msg
+
+    async def user_reaction(
+        self,
+        user: FakeUser,
+        message_id: int,
+        emoji: str,
+        *,
+        remove: bool = False,
+        custom_emoji_id: int | None = None,
+    ) -> bool:
+        """A user adds (or removes) a reaction to a stored message: MESSAGE_REACTION_ADD
+        (_REMOVE) as Discord sends it, a ``member`` with an add in a server. Like Discord,
+        delivered only when the session asked for the reactions intent of that kind of
+        channel; returns whether it was dispatched."""
+        message = self.messages[message_id]
+        channel_id = int(message["channel_id"])
+        guild = self._guild_of_channel(channel_id)
+        intent = GUILD_MESSAGE_REACTIONS if guild is not None else DIRECT_MESSAGE_REACTIONS
+        shard = self._shard_for(guild.id if guild else None)
+        session = next((x for x in self._sessions.values() if x.shard[0] == shard), None)
+        if session is None or not session.intents & intent:
+            return False
+        data: dict[str, Any] = {
+            "user_id": str(user.id),
+            "channel_id": str(channel_id),
+            "message_id": str(message_id),
+            "emoji": {"id": str(custom_emoji_id) if custom_emoji_id else None, "name": emoji},
+            "burst": False,
+            "type": 0,
+        }
+        if guild is not None:
+            data["guild_id"] = str(guild.id)
+            if not remove:
+                data["member"] = guild.member_payload(user)
+        if not remove:
+            data["message_author_id"] = message["author"]["id"]
+            data["burst_colors"] = []
+        event = "MESSAGE_REACTION_REMOVE" if remove else "MESSAGE_REACTION_ADD"
+        await self.dispatch(event, data, guild_id=guild.id if guild else None)
+        return True
 
     async def slash(
         self,

@@ -9,6 +9,9 @@ Implemented: getMe, getUpdates (offset confirms, long poll with timeout, release
 sendMessage, sendChatAction, sendDocument, setMyCommands, getMyCommands, deleteWebhook,
 setWebhook, getWebhookInfo, plus injected failures (429 with ``retry_after``). In webhook mode
 the fake plays Telegram's part: it POSTs updates to the registered URL with the secret header.
+``react`` queues a ``message_reaction`` update; as Telegram, getUpdates delivers it only to
+a bot that named it in ``allowed_updates``, and in a group only where the bot is an
+administrator (``admin_in``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ _RAW_STRING_FIELDS = frozenset(
     }
 )
 _MENTION = re.compile(r"@[A-Za-z0-9_]{3,}")
+# Update types Telegram sends only to a bot that names them in ``allowed_updates``.
+_OPT_IN_UPDATES = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
 
 
 @dataclass
@@ -55,6 +60,7 @@ class ApiCall:
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     at: float = field(default_factory=time.monotonic)
     status: int = 200
+    result: Any = None  # what the server answered (a sent Message...), when it succeeded
 
 
 class ApiError(Exception):
@@ -126,6 +132,10 @@ class FakeTelegramServer:
         # Chats the bot may not write to (a user who never started the bot): 403 Forbidden.
         self.blocked_chats: set[int] = set()
         self.confirmed_offset = 0
+        # What the bot last asked getUpdates for (None: never said; Telegram's default).
+        self.allowed_updates: list[str] | None = None
+        # Groups where the bot is an administrator: only there are reactions sent to it.
+        self.admin_in: set[int] = set()
         self._updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
@@ -268,6 +278,53 @@ class FakeTelegramServer:
             message.update(extra)
         return message
 
+    def react(
+        self,
+        message_id: int,
+        *,
+        new: Sequence[str] = (),
+        old: Sequence[str] = (),
+        user_id: int = 42,
+        first_name: str = "Ana",
+        language_code: str | None = "en",
+        is_bot: bool = False,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+        chat_title: str | None = None,
+        date: int | datetime | None = None,
+        new_custom: Sequence[str] = (),
+    ) -> dict[str, Any] | None:
+        """A user changes their reactions to a message: queue a ``message_reaction``
+        update (Telegram sends the whole lists: ``old`` before, ``new`` after; plain
+        emoji, and ``new_custom`` custom emoji ids). As Telegram, nothing is sent for a
+        group where the bot is not an administrator (None then); getUpdates leaves the
+        update out unless the bot asked for ``message_reaction``."""
+        if chat_id is None:
+            chat_id = user_id
+        if chat_type != "private" and chat_id not in self.admin_in:
+            return None
+        if isinstance(date, datetime):
+            date = int(date.timestamp())
+        user: dict[str, Any] = {"id": user_id, "is_bot": is_bot, "first_name": first_name}
+        if language_code:
+            user["language_code"] = language_code
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = first_name
+        else:
+            chat["title"] = chat_title or "Test group"
+        new_reaction: list[dict[str, Any]] = [{"type": "emoji", "emoji": e} for e in new]
+        new_reaction += [{"type": "custom_emoji", "custom_emoji_id": c} for c in new_custom]
+        reaction = {
+            "chat": chat,
+            "message_id": message_id,
+            "user": user,
+            "date": int(time.time()) if date is None else date,
+            "old_reaction": [{"type": "emoji", "emoji": e} for e in old],
+            "new_reaction": new_reaction,
+        }
+        return self.push_update({"message_reaction": reaction})
+
     def send_text(self, text: str | None, **kwargs: Any) -> dict[str, Any]:
         """A user writes to the bot: queue a ``message`` update; returns the message."""
         message = self.make_message(text, **kwargs)
@@ -305,6 +362,10 @@ class FakeTelegramServer:
             for c in self.calls_to("sendMessage")
             if chat_id is None or c.params["chat_id"] == chat_id
         ]
+
+    def sent_message_ids(self, chat_id: int | None = None) -> list[int]:
+        """The ids of the messages the bot sent (what sendMessage answered), in order."""
+        return [int(c.result["message_id"]) for c in self.sent_messages(chat_id)]
 
     def sent_texts(self, chat_id: int | None = None) -> list[str]:
         return [str(c.params["text"]) for c in self.sent_messages(chat_id)]
@@ -381,6 +442,7 @@ class FakeTelegramServer:
             except ApiError as exc:
                 call.status = exc.status
                 return _error(exc.status, exc.description)
+            call.result = result
             return web.json_response({"ok": True, "result": result})
         finally:
             self._notify_soon()
@@ -394,13 +456,17 @@ class FakeTelegramServer:
         offset = int(params.get("offset") or 0)
         limit = int(params.get("limit") or 100)
         timeout = float(params.get("timeout") or 0)
+        if isinstance(params.get("allowed_updates"), list):  # kept until asked otherwise
+            self.allowed_updates = [str(kind) for kind in params["allowed_updates"]]
         if offset:
             # Telegram forgets every update below the offset: they are confirmed.
             self.confirmed_offset = max(self.confirmed_offset, offset)
             self._updates = [u for u in self._updates if u["update_id"] >= offset]
 
         def ready() -> list[dict[str, Any]]:
-            return [u for u in self._updates if u["update_id"] >= offset][:limit]
+            return [u for u in self._updates if u["update_id"] >= offset and self._wanted(u)][
+                :limit
+            ]
 
         found = ready()
         if not found and timeout > 0 and not self._closing:
@@ -410,6 +476,14 @@ class FakeTelegramServer:
                         await self._changed.wait_for(lambda: bool(ready()) or self._closing)
             found = [] if self._closing else ready()
         return found
+
+    def _wanted(self, update: dict[str, Any]) -> bool:
+        """Whether the bot's ``allowed_updates`` let this update through (an empty or
+        absent list: every type but the opt-in ones)."""
+        kind = next((k for k in update if k != "update_id"), "")
+        if self.allowed_updates:
+            return kind in self.allowed_updates
+        return kind not in _OPT_IN_UPDATES
 
     def _bot_message(self, params: dict[str, Any], **content: Any) -> dict[str, Any]:
         chat_id = params["chat_id"]

@@ -205,6 +205,39 @@ def apply_reading(
     return _set_state(new, reading.label, reading.score, at)
 
 
+def apply_correction(
+    state: EmotionalState,
+    predicted: str,
+    corrected: str,
+    at: datetime,
+    *,
+    misread_at: datetime | None = None,
+) -> EmotionalState:
+    """The state after the person said a reading was wrong (``/mood``): the state
+    becomes ``corrected`` at time ``at``, fully confident, as if just read. A misread
+    ``agressivo`` is taken back: one aggressive reading fewer, no hostility held for it
+    (no grudge over anger that was not there). The history entry of the misread message
+    (at ``misread_at``, read as ``predicted``) is relabelled; the history stays a log of
+    readings, now with the person's word for that one (pure)."""
+    history = list(state.emotion_history)
+    if misread_at is not None:
+        for index in range(len(history) - 1, -1, -1):
+            entry = history[index]
+            if entry.emotion == predicted and _age(entry.timestamp, misread_at) == timedelta(0):
+                history[index] = EmotionHistoryEntry(entry.timestamp, corrected, 1.0)
+                break
+    new = replace(state, emotion_history=history)
+    if predicted == AGGRESSIVE and corrected != AGGRESSIVE:
+        count = max(0, new.aggressive_count - 1)
+        new = replace(
+            new,
+            aggressive_count=count,
+            is_hostile=False,
+            last_aggressive_at=new.last_aggressive_at if count else None,
+        )
+    return _set_state(new, corrected, 1.0, at)
+
+
 def current_tone(
     state: EmotionalState, at: datetime, states_config: Mapping[str, EmotionalStateConfig]
 ) -> Tone:

@@ -367,13 +367,20 @@ class CleanStage:
         await call_next()
 
 
+REPLY_MESSAGE_IDS = "reply_message_ids"  # ctx.extras: what DeliverStage's send returned
+
+
 class DeliverStage:
     name = "deliver"
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
         assert ctx.reply_text is not None
         kind = ctx.extras.get("reply_kind", ReplyKind.ANSWER)
-        await ctx.send(Reply(ctx.reply_text, kind, reply_to_id=ctx.message.message_id))
+        # The platform ids of the reply's messages: the stored reply knows them, so a
+        # reaction to one of them finds its turn (feedback).
+        ctx.extras[REPLY_MESSAGE_IDS] = await ctx.send(
+            Reply(ctx.reply_text, kind, reply_to_id=ctx.message.message_id)
+        )
         await call_next()
 
 
@@ -395,6 +402,7 @@ class RememberStage:
                 chat_kind=message.chat.kind.value,
                 scope=message.chat.privacy_scope,
                 reply_to=message.message_id,
+                platform_message_id=next(iter(ctx.extras.get(REPLY_MESSAGE_IDS) or ()), None),
                 source_id=f"{message.platform}:{message.chat.id}:{message.message_id}:reply",
             )
             # Off the person's path: the reply is out, its vector can wait for a batch.

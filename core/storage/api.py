@@ -5,7 +5,8 @@ Every method that reads or writes a person's data takes the owner key and filter
 inside the implementation, so no caller can forget to. The records these methods take
 and give live beside them, in backend-free modules: :mod:`core.storage.records` (users,
 nodes, connections), :mod:`core.storage.graph_records` (edges, places) and
-:mod:`core.storage.memory_records` (structured memories and their rules).
+:mod:`core.storage.memory_records` (structured memories and their rules),
+:mod:`core.storage.feedback_records` (ratings of replies, mood corrections).
 
 Backends: :class:`core.storage.sqlite.SQLiteStorage` (the embedded default) and
 :class:`core.storage.postgres.PostgresStorage`; both pass the same contract suite
@@ -22,6 +23,13 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from core.storage.feedback_records import (
+    FeedbackTotals,
+    MoodCorrection,
+    Rating,
+    ReplyMessage,
+    ReplyRating,
+)
 from core.storage.graph_records import Edge, EmbeddingModelMismatch, NodePlace
 from core.storage.memory_records import (
     Category,
@@ -424,6 +432,61 @@ class MemoryStore(OwnedData):
         """Whose memory this id is (admin tools only)."""
 
 
+class FeedbackStore(OwnedData):
+    """Feedback on the bot (records in :mod:`core.storage.feedback_records`): which
+    platform messages carried each bot reply, people's ratings of replies (reactions),
+    and their corrections of a misread mood. Every method filters by owner, except
+    :meth:`totals` (numbers about everyone, for admins)."""
+
+    section = "feedback"
+
+    @abstractmethod
+    async def link_replies(
+        self, owner: str, chat_id: str, message_ids: Sequence[str], node_id: str, at: datetime
+    ) -> None:
+        """The bot's messages ``message_ids`` in ``chat_id`` carried reply node ``node_id``."""
+
+    @abstractmethod
+    async def reply_node(self, owner: str, chat_id: str, message_id: str) -> str | None:
+        """The reply node a bot message of ``owner``'s turn carried (None: not one)."""
+
+    @abstractmethod
+    async def replies(self, owner: str) -> list[ReplyMessage]: ...
+
+    @abstractmethod
+    async def rate(self, rating: ReplyRating) -> bool:
+        """Store a rating (the same one again only moves its time); True when new."""
+
+    @abstractmethod
+    async def unrate(self, owner: str, node_id: str, rating: Rating) -> bool:
+        """Remove one rating; False when there was none."""
+
+    @abstractmethod
+    async def ratings(self, owner: str) -> list[ReplyRating]:
+        """The owner's ratings, oldest first."""
+
+    @abstractmethod
+    async def add_correction(self, correction: MoodCorrection) -> None: ...
+
+    @abstractmethod
+    async def corrections(self, owner: str) -> list[MoodCorrection]:
+        """The owner's corrections, oldest first."""
+
+    @abstractmethod
+    async def totals(self) -> FeedbackTotals:
+        """Everyone's ratings and corrections, counted (admin statistics only)."""
+
+    async def export_owner(self, owner: str) -> Any:
+        """Ratings, corrections and the bot's messages of the person's turns; None (the
+        section left out) when there is none of them."""
+        export = {
+            "ratings": [r.to_json() for r in await self.ratings(owner)],
+            "corrections": [c.to_json() for c in await self.corrections(owner)],
+            "reply_messages": [m.to_json() for m in await self.replies(owner)],
+        }
+        return export if any(export.values()) else None
+
+
 class Storage(Protocol):
     """The storage facade: one database, every part of a person's data, and what spans
     the parts (export, forget) and the processes sharing the database (catch_up,
@@ -440,6 +503,9 @@ class Storage(Protocol):
 
     @property
     def memories(self) -> MemoryStore: ...
+
+    @property
+    def feedback(self) -> FeedbackStore: ...
 
     @property
     def backend(self) -> str:

@@ -12,11 +12,13 @@ from core.storage.api import OwnedData, export_parts, forget_parts
 from core.storage.database import Database
 from core.storage.owner_changes import EVERY_OWNER, OwnerChanges
 from core.storage.schema import Migration
+from core.storage.sqlite_feedback import SQLiteFeedbackStore
 from core.storage.sqlite_graph import SQLiteGraphStore
 from core.storage.sqlite_memories import SQLiteMemoryStore
 from core.storage.sqlite_nodes import SQLiteNodeStore
 from core.storage.sqlite_schema import (
     CHANGE_MIGRATIONS,
+    FEEDBACK_MIGRATIONS,
     GRAPH_MIGRATIONS,
     MEMORY_MIGRATIONS,
     NODE_MIGRATIONS,
@@ -44,6 +46,9 @@ class SQLiteStorage:
         self.register(self.nodes, NODE_MIGRATIONS)
         self.memories = SQLiteMemoryStore(self.db)
         self.register(self.memories, MEMORY_MIGRATIONS)
+        # Feedback on replies and mood corrections (schema 70).
+        self.feedback = SQLiteFeedbackStore(self.db)
+        self.register(self.feedback, FEEDBACK_MIGRATIONS)
         # Changes other processes made to people's data (see catch_up).
         self.changes = OwnerChanges(self.db)
         self.register(None, CHANGE_MIGRATIONS)

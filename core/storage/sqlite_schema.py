@@ -6,6 +6,7 @@
 - 3 owner changes (core.storage.owner_changes)
 - 10-14 the memory graph: embeddings, connections, tag postings, full-text words
 - 30 structured memories with their history and full-text search
+- 70 feedback: the bot's messages per reply, ratings of replies, mood corrections
 """
 
 from __future__ import annotations
@@ -304,9 +305,50 @@ MEMORY_MIGRATIONS = [
 ]
 
 
+FEEDBACK_MIGRATIONS = [
+    Migration(
+        70,
+        "feedback: reply messages, ratings of replies, mood corrections",
+        # Telegram numbers messages per chat, so a bot message is known by its chat too.
+        """
+        CREATE TABLE feedback_replies (
+            owner TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            node_id TEXT NOT NULL,
+            at REAL NOT NULL,
+            PRIMARY KEY (owner, chat_id, message_id)
+        );
+        CREATE TABLE feedback_ratings (
+            owner TEXT NOT NULL,
+            node_id TEXT NOT NULL,
+            rating TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            emoji TEXT NOT NULL,
+            at REAL NOT NULL,
+            PRIMARY KEY (owner, node_id, rating)
+        );
+        CREATE TABLE mood_corrections (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            node_id TEXT,
+            text TEXT NOT NULL,
+            predicted TEXT NOT NULL,
+            predicted_score REAL,
+            corrected TEXT NOT NULL,
+            at REAL NOT NULL
+        );
+        CREATE INDEX mood_corrections_owner_at ON mood_corrections(owner, at);
+        """,
+    )
+]
+
+
 MIGRATIONS: list[Migration] = [
     *NODE_MIGRATIONS,
     *CHANGE_MIGRATIONS,
     *GRAPH_MIGRATIONS,
     *MEMORY_MIGRATIONS,
+    *FEEDBACK_MIGRATIONS,
 ]

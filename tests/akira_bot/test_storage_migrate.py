@@ -17,6 +17,7 @@ import asyncpg
 from akira_bot.app import build_engine
 from akira_bot.settings import Settings
 from core.llm import ScriptedProvider
+from core.storage.feedback_records import Rating, ReplyRating
 from tests.conftest import ask, make_message
 from tests.postgres import postgres_database
 
@@ -30,6 +31,9 @@ TABLES = (
     "graph_tags",
     "structured_memories",
     "structured_memory_history",
+    "feedback_replies",
+    "feedback_ratings",
+    "mood_corrections",
 )
 
 
@@ -74,6 +78,13 @@ async def _fill(data_dir: Path) -> None:
         await ask(
             engine, make_message("/remember identity/name: Ana Maria", at=T0 + timedelta(minutes=4))
         )
+        # Feedback: a /mood correction and a thumb on a reply (schema 70).
+        await ask(engine, make_message("/mood eu estava triste", at=T0 + timedelta(minutes=5)))
+        feedback = engine.storage.feedback
+        await feedback.link_replies("telegram:42", "dm-42", ["900", "901"], "n-reply", T0)
+        await feedback.rate(
+            ReplyRating("telegram:42", "n-reply", Rating.UP, "dm-42", "900", "👍", T0)
+        )
 
 
 def _sqlite_counts(path: Path) -> dict[str, int]:
@@ -103,6 +114,7 @@ async def test_migrate_is_lossless_idempotent_and_keeps_the_password_out(tmp_pat
         after_first = await _counts(dsn)
         assert after_first == _sqlite_counts(data_dir / "akira.db")
         assert after_first["nodes"] == 6 and after_first["structured_memory_history"] == 1
+        assert after_first["mood_corrections"] == after_first["feedback_ratings"] == 1
         second = _cli(["storage", "migrate", "--to", secret_dsn], data_dir)
         assert second.returncode == 0, second.stderr
         assert await _counts(dsn) == after_first  # twice: the same rows

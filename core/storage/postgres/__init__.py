@@ -17,11 +17,12 @@ from typing import Any
 from core.storage.api import OwnedData, export_parts, forget_parts
 from core.storage.postgres.changes import OwnerChanges
 from core.storage.postgres.database import PgDatabase
+from core.storage.postgres.feedback import PgFeedbackStore
 from core.storage.postgres.graph import PgGraphStore
 from core.storage.postgres.locks import PersonLocks
 from core.storage.postgres.memories import PgMemoryStore
 from core.storage.postgres.nodes import PgNodeStore
-from core.storage.postgres.schema import MIGRATIONS
+from core.storage.postgres.schema import FEEDBACK_MIGRATIONS, MIGRATIONS
 from core.storage.postgres.users import PgUserStore
 from core.storage.records import EVERY_OWNER
 from core.storage.schema import Migration
@@ -41,6 +42,9 @@ class PostgresStorage:
         # Erased in this order, users last (as SQLite: the graph before the nodes).
         self._parts: list[OwnedData] = [self.graph, self.nodes, self.memories]
         self._migrations: list[Migration] = list(MIGRATIONS)
+        # Feedback on replies and mood corrections (the issue-24 feature, schema 70).
+        self.feedback = PgFeedbackStore(self.db)
+        self.register(self.feedback, FEEDBACK_MIGRATIONS)
         self.changes = OwnerChanges(self.db)
         self.locks = PersonLocks(self.db)
         self._change_listeners: list[Callable[[str], None]] = []

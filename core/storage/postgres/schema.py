@@ -179,3 +179,45 @@ MIGRATIONS = [
         """,
     ),
 ]
+
+
+FEEDBACK_MIGRATIONS = [
+    Migration(
+        70,
+        "feedback: reply messages, ratings of replies, mood corrections",
+        """
+        CREATE TABLE feedback_replies (
+            owner TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            node_id TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            seq BIGSERIAL,
+            PRIMARY KEY (owner, chat_id, message_id)
+        );
+        CREATE TABLE feedback_ratings (
+            owner TEXT NOT NULL,
+            node_id TEXT NOT NULL,
+            rating TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            emoji TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            seq BIGSERIAL,
+            PRIMARY KEY (owner, node_id, rating)
+        );
+        CREATE TABLE mood_corrections (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            node_id TEXT,
+            text TEXT NOT NULL,
+            predicted TEXT NOT NULL,
+            predicted_score DOUBLE PRECISION,
+            corrected TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            seq BIGSERIAL
+        );
+        CREATE INDEX mood_corrections_owner_at ON mood_corrections(owner, at);
+        """,
+    ),
+]
