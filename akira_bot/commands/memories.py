@@ -23,6 +23,7 @@ from akira_bot.commands.memory_options import (
 )
 from akira_bot.commands.texts import tr
 from core.commands import CommandResult, UsageError
+from core.embeddings.hashing import fold
 from core.memory.structured import (
     EXTRAS_KEY,
     MAX_CONTENT_CHARS,
@@ -354,11 +355,24 @@ async def _search(ctx: TurnContext, raw: str) -> Reply:
     service = memories_service(ctx.services)
     # Expired ones too, marked: this is the person's own view, as the pages are.
     found = await service.search(ctx.owner, query, tags=tags, limit=FOUND_LIMIT + 1)
+    if not found and tags:
+        found = await _search_folded_tags(service, ctx.owner, query, tags)
     shown_query = _quoted(" ".join([*words, *(f"#{t}" for t in tags)]))
     header = tr("memories_search_header", language, query=shown_query, count=len(found))
     if len(found) > FOUND_LIMIT:
         header = tr("memories_search_header_many", language, query=shown_query)
     return await _found(ctx, header, found, tr("memories_search_none", language, query=shown_query))
+
+
+async def _search_folded_tags(
+    service: StructuredMemories, owner: str, query: str, tags: Sequence[str]
+) -> list[StructuredMemory]:
+    """Tags are stored as typed ("férias"); "#ferias" finds them too. The full-text
+    search (accents folded, tags indexed) finds the candidates; each must carry every
+    tag asked for, accents aside."""
+    wanted = {fold(tag) for tag in tags}
+    candidates = await service.search(owner, " ".join([query, *tags]), limit=MAX_LISTED)
+    return [m for m in candidates if wanted <= {fold(tag) for tag in m.tags}][: FOUND_LIMIT + 1]
 
 
 async def _expiring(ctx: TurnContext, raw: str) -> Reply:

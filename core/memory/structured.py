@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import re
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -93,6 +92,14 @@ FULL_ID_DIGITS = 16
 _SHORT_ID = re.compile(rf"^[0-9a-f]{{{MIN_SHORT_ID},{FULL_ID_DIGITS}}}$")
 
 
+def _shared_start(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` have in common."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
 def short_ids(memories: Iterable[StructuredMemory]) -> dict[str, str]:
     """Each memory's id as people see it: the first :data:`SHORT_ID_DIGITS` hex digits
     after ``mem_``, longer where two of ``memories`` (pass all of one person's) share
@@ -102,7 +109,7 @@ def short_ids(memories: Iterable[StructuredMemory]) -> dict[str, str]:
     for i, own in enumerate(ordered):
         # In sorted order the longest prefix shared with any other id is a neighbour's.
         neighbours = ordered[max(0, i - 1) : i] + ordered[i + 1 : i + 2]
-        common = max((len(os.path.commonprefix([own, n])) for n in neighbours), default=0)
+        common = max((_shared_start(own, n) for n in neighbours), default=0)
         shown[f"mem_{own}"] = own[: max(SHORT_ID_DIGITS, common + 1)]
     return shown
 

@@ -124,6 +124,9 @@ async def test_memories_search_tag_and_expiring(engine_factory) -> None:
         chat.receive("/memories CAFE").should_call_send("café com leite", absent=("pizza",))
         tagged = chat.receive("/memories #food").should_call_send("“#food”: 2", "pizza", "café")
         chat.receive("/memories pizza #italy").should_call_send("“pizza #italy”: 1")
+        chat.receive("/remember hols: Recife #Férias").should_call_send("Saved")
+        chat.receive("/memories #ferias").should_call_send("“#ferias”: 1", "Recife")
+        chat.receive("/memories #FÉRIAS").should_call_send("“#férias”: 1", "Recife")
         chat.receive("/memories search expiring").should_call_send("None of your memories match")
         chat.receive("/memories nothinglikethis").should_call_send(
             "None of your memories match “nothinglikethis”", private=True
@@ -139,7 +142,7 @@ async def test_memories_search_tag_and_expiring(engine_factory) -> None:
         chat.receive("/memories expiring 2", at=T0 + timedelta(days=30)).should_call_send(
             "None of your memories expire within 2 day(s)"
         )
-        chat.receive("/memories 2").should_call_send("page 2/2", "16 memories")
+        chat.receive("/memories 2").should_call_send("page 2/2", "17 memories")
     assert "drink" not in pizza.reply.text and "[001]" in pizza.reply.text
     assert SHORT_ID.search(tagged.reply.text)
     assert "visa" not in soon.reply.text
