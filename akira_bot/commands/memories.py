@@ -80,6 +80,11 @@ class UnknownCategory(ValueError):
     pass
 
 
+class NothingToRemember(MemoryValidationError):
+    """Only options (``/remember !high``) or nothing at all: the usage line says what to
+    write, rather than the limits."""
+
+
 @dataclass(frozen=True, slots=True)
 class RememberRequest:
     category: Category
@@ -130,7 +135,7 @@ def parse_remember(args: str, at: datetime | None = None) -> RememberRequest:
     if at is not None:
         text, options = split_options(text, at)
     if not text:
-        raise MemoryValidationError("nothing to remember")
+        raise NothingToRemember("nothing to remember")
     category = Category.NOTE
     key: str | None = None
     content = text
@@ -246,6 +251,8 @@ async def remember(ctx: TurnContext, args: str) -> CommandResult:
         raise UsageError(
             f"{tr('remember_bad_category', language, categories=_CATEGORIES)}\n{usage}"
         ) from None
+    except NothingToRemember:
+        raise UsageError(usage) from None
     except MemoryOptionError as error:
         raise _options_error(error, language, usage) from None
     except MemoryValidationError:

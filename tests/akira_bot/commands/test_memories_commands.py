@@ -96,7 +96,12 @@ async def test_a_bad_priority_or_date_stores_nothing_and_says_why(engine_factory
         chat.receive("/remember viagem: Porto até 32/13/2026", locale="pt-BR").should_call_send(
             "Não entendi a data “32/13/2026”", "Nada foi guardado", "Uso: /remember"
         )
-        chat.receive("/remember !alta", locale="pt-BR").should_call_send("Uso: /remember")
+        chat.receive("/remember !alta", locale="pt-BR").should_call_send(
+            "Uso: /remember", absent=("caracteres",)
+        )
+        chat.receive("/remember until 2026-12-31").should_call_send(
+            "Usage: /remember", absent=("characters",)
+        )
         # Words that only look like a clause are content: "until she calls", "I ate ...".
         chat.receive("/remember wait: until she calls").should_call_send("Saved: note/wait")
         chat.receive("/remember lunch: I ate yesterday").should_call_send("Saved: note/lunch")
