@@ -277,9 +277,10 @@ async def memories(ctx: TurnContext, args: str) -> CommandResult:
     raw = args.strip()
     if len(raw) > MAX_ARGS_CHARS:
         raise UsageError(tr("memories_usage", ctx.language))
-    if not raw or raw.isdigit():
+    if not raw or _number(raw):
         return await _page(ctx, raw)
-    first, _, rest = raw.partition(" ")
+    first, *more = raw.split(maxsplit=1)
+    rest = more[0] if more else ""
     word = first.casefold()
     if word in _EXPIRING:
         return await _expiring(ctx, rest.strip())
@@ -290,6 +291,11 @@ async def memories(ctx: TurnContext, args: str) -> CommandResult:
     if word in _SEARCH:
         return await _search(ctx, rest.strip())
     return await _search(ctx, raw)
+
+
+def _number(text: str) -> bool:
+    """ASCII digits only ("²" is a digit to str.isdigit, and no number to int)."""
+    return text.isascii() and text.isdigit()
 
 
 async def _page(ctx: TurnContext, raw: str) -> Reply:
@@ -386,7 +392,7 @@ async def _expiring(ctx: TurnContext, raw: str) -> Reply:
     language = ctx.language
     days = EXPIRING_DAYS
     if raw:
-        if not (raw.isdigit() and len(raw) <= 3 and 1 <= int(raw) <= MAX_EXPIRING_DAYS):
+        if not (_number(raw) and len(raw) <= 3 and 1 <= int(raw) <= MAX_EXPIRING_DAYS):
             raise UsageError(tr("memories_expiring_usage", language, max=MAX_EXPIRING_DAYS))
         days = int(raw)
     service = memories_service(ctx.services)
@@ -431,9 +437,9 @@ async def _edit(ctx: TurnContext, raw: str) -> Reply:
     expiry]``: a new version stated by the person (verified); the earlier one is kept."""
     language = ctx.language
     usage = tr("memories_edit_usage", language)
-    ref, _, rest = raw.partition(" ")
+    ref, *more = raw.split(maxsplit=1) or [""]
     try:
-        text, options = split_options(rest.strip(), ctx.message.sent_at)
+        text, options = split_options(more[0] if more else "", ctx.message.sent_at)
     except MemoryOptionError as error:
         raise _options_error(error, language, usage) from None
     if not ref or (not text and not options.given):
