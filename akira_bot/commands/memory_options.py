@@ -137,7 +137,9 @@ def _trailing_tags_start(text: str) -> int:
 
 def _trailing_expiry(body: str, at: datetime) -> tuple[str, datetime] | None:
     """The body before an expiry clause that ends it, and the expiry; None when the
-    body does not end with one."""
+    body does not end with one (or ends with a full stop: a sentence, kept whole)."""
+    if body.rstrip().endswith("."):
+        return None
     for match in reversed(list(_CLAUSE_WORD.finditer(body))):
         word = match.group("word").lower()
         tail = body[match.end() :].strip()
@@ -205,7 +207,7 @@ def parse_until(text: str, at: datetime) -> datetime | None:
     month), or None when ``text`` is not a date. Numeric dates are day first
     (31/12/2026), month first only when the day-first reading is impossible
     (12/31/2026); ISO dates (2026-12-31) always read the same."""
-    text = text.strip().rstrip(".!")
+    text = text.strip()
     if len(text) > 60:
         return None
     iso = _ISO.match(text)

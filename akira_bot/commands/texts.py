@@ -41,9 +41,10 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
     },
     "remember_bad_date": {
         "pt": "Não entendi a data “{text}”: escreva 31/12/2026, 2026-12-31, “sexta que vem” "
-        "ou “por 2 semanas”. Nada foi guardado.",
+        "ou “por 2 semanas” (termine com um ponto final para guardar como texto). "
+        "Nada foi guardado.",
         "en": "I couldn't read the date “{text}”: write 2026-12-31, 31/12/2026, “next friday” "
-        "or “for 2 weeks”. Nothing was stored.",
+        "or “for 2 weeks” (end with a full stop to keep it as text). Nothing was stored.",
     },
     "remember_past_date": {
         "pt": "A data “{date}” já passou: nada foi guardado.",

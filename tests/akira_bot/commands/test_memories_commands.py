@@ -105,8 +105,11 @@ async def test_a_bad_priority_or_date_stores_nothing_and_says_why(engine_factory
         # Words that only look like a clause are content: "until she calls", "I ate ...".
         chat.receive("/remember wait: until she calls").should_call_send("Saved: note/wait")
         chat.receive("/remember lunch: I ate yesterday").should_call_send("Saved: note/lunch")
+        chat.receive("/remember shop: open until 5 pm").should_call_send("couldn't read the date")
+        chat.receive("/remember shop: open until 5 pm.").should_call_send("Saved: note/shop")
     memories = await by_key(engine)
-    assert set(memories) == {"wait", "lunch"}
+    assert set(memories) == {"wait", "lunch", "shop"}
+    assert memories["shop"].content == "open until 5 pm."
     assert memories["wait"].content == "until she calls"
     assert memories["lunch"].content == "I ate yesterday"
     assert all(m.expires_at is None for m in memories.values())
