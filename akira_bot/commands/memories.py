@@ -447,7 +447,12 @@ async def _edit(ctx: TurnContext, raw: str) -> Reply:
     memory = await _one_memory(ctx, ref, usage)
     if isinstance(memory, Reply):
         return memory
-    content, tags = content_and_tags(text) if text else (None, [])
+    content: str | None = None
+    tags: list[str] = []
+    if text:
+        content, tags = content_and_tags(text)
+        if not _TRAILING_TAGS.sub("", f" {text}").strip():
+            content = None  # only #tags: new tags, the same content
     try:
         updated = await memories_service(ctx.services).update(
             ctx.owner,

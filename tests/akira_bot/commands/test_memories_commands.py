@@ -227,6 +227,7 @@ async def test_edit_one_memory_by_id_keeps_its_history(engine_factory) -> None:
         chat.receive(f"/memories edit {short} Lives in Porto").should_call_send(
             "Nothing changed in fact/city"
         )
+        chat.receive(f"/memories edit {short} #home #porto").should_call_send("Edited")
         chat.receive(
             f"/memories editar {short} Mora no Porto #cidade", locale="pt-BR"
         ).should_call_send("Editada")
@@ -238,7 +239,12 @@ async def test_edit_one_memory_by_id_keeps_its_history(engine_factory) -> None:
         None,
     )
     history = await service(engine).history(OWNER, city.id)
-    assert [v.content for v in history] == ["Lives in Lisbon", "Lives in Porto", "Lives in Porto"]
+    assert [(v.content, v.tags) for v in history] == [
+        ("Lives in Lisbon", []),
+        ("Lives in Porto", []),
+        ("Lives in Porto", []),
+        ("Lives in Porto", ["home", "porto"]),  # a tags-only edit kept the content
+    ]
     assert (await by_key(engine, "telegram:7"))["city"].content == "Recife"
 
 
