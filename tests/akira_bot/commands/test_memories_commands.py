@@ -4,13 +4,21 @@ expiry in /remember, /memories search, #tag, expiring, confirm and edit, short i
 
 from __future__ import annotations
 
+import random
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from akira_bot.commands.memory_options import parse_until, split_options
+from akira_bot.commands.memories import UnknownCategory, parse_remember
+from akira_bot.commands.memory_options import MemoryOptionError, parse_until, split_options
 from akira_bot.testing import ChatScenario
-from core.memory.structured import Priority, Source, StructuredMemories, short_ids
+from core.memory.structured import (
+    MemoryValidationError,
+    Priority,
+    Source,
+    StructuredMemories,
+    short_ids,
+)
 from core.storage.memory_records import StructuredMemory
 
 EN = {"bot": {"default_language": "en"}}
@@ -333,3 +341,27 @@ def test_until_reads_iso_numeric_and_named_dates() -> None:
     assert (text, options.priority, options.expires_at) == ("viagem: Porto #viagem", "high", None)
     text, options = split_options("trip: Porto until 2026-12-31 #travel", at)
     assert (text, options.expires_at) == ("trip: Porto #travel", midnight(2027, 1, 1))
+
+
+def test_any_remember_text_parses_or_is_refused_with_a_reason() -> None:
+    """Random texts built from the pieces the parser looks for: each one is a request or
+    one of the refusals the handler turns into a reply (never another exception)."""
+    pieces = [
+        "!high", "!alta", "!x", "!", "until", "até", "ate", "for", "por", "2", "0", "99999",
+        "weeks", "dias", "2026-12-31", "2026-02-30", "31/12/2026", "12/31/2026", "29/02",
+        "next", "friday", "sexta", "que", "vem", "Natal", "#tag", "#", "key:", "fact/k:",
+        "x/y:", "café", "\x00", "\n", ".", "🙂", "no expiry", "sem validade", "9" * 30,
+    ]  # fmt: skip
+    rng = random.Random(24)
+    outcomes = {"ok": 0, "refused": 0}
+    for _ in range(3000):
+        text = " ".join(rng.choice(pieces) for _ in range(rng.randint(0, 9)))
+        try:
+            request = parse_remember(text, T0)
+        except (MemoryOptionError, MemoryValidationError, UnknownCategory):
+            outcomes["refused"] += 1
+            continue
+        outcomes["ok"] += 1
+        assert request.content.strip() and request.key
+        assert request.options.expires_at is None or request.options.expires_at > T0
+    assert outcomes["ok"] > 100 and outcomes["refused"] > 100
