@@ -9,12 +9,11 @@ assembled in code can call :func:`register_commands` on its own router.
 from __future__ import annotations
 
 from akira_bot.commands.admin import ADMIN_COMMANDS, register_admin_commands
+from akira_bot.commands.memories import PAGE_SIZE, parse_remember
 from akira_bot.commands.user import (
     FORGETME_WINDOW,
-    PAGE_SIZE,
     USER_COMMANDS,
     ForgetMeConfirmations,
-    parse_remember,
     register_user_commands,
 )
 from core.commands import CommandRouter

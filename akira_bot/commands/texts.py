@@ -23,10 +23,44 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
     # /remember
     "remember_usage": {
         "pt": "Uso: /remember <texto>, /remember chave: conteúdo ou "
-        "/remember categoria/chave: conteúdo (categorias: {categories}). #tags viram etiquetas.",
+        "/remember categoria/chave: conteúdo (categorias: {categories}). #tags viram etiquetas. "
+        "Prioridade: !crítica, !alta, !normal ou !baixa no início ou no fim. Validade no fim: "
+        "até 31/12/2026 (ou 2026-12-31, até sexta que vem) ou por 2 semanas. "
+        "Ex.: /remember !alta viagem: Porto até 31/12/2026",
         "en": "Usage: /remember <text>, /remember key: content or "
-        "/remember category/key: content (categories: {categories}). #hashtags become tags.",
+        "/remember category/key: content (categories: {categories}). #hashtags become tags. "
+        "Priority: !critical, !high, !normal or !low at the start or end. Expiry at the end: "
+        "until 2026-12-31 (or 31/12/2026, until next friday) or for 2 weeks. "
+        "E.g. /remember !high trip: Porto until 2026-12-31",
     },
+    "remember_bad_priority": {
+        "pt": "Não conheço a prioridade !{word}; use !crítica, !alta, !normal ou !baixa. "
+        "Nada foi guardado.",
+        "en": "Unknown priority !{word}; use !critical, !high, !normal or !low. "
+        "Nothing was stored.",
+    },
+    "remember_bad_date": {
+        "pt": "Não entendi a data “{text}”: escreva 31/12/2026, 2026-12-31, “sexta que vem” "
+        "ou “por 2 semanas” (termine com um ponto final para guardar como texto). "
+        "Nada foi guardado.",
+        "en": "I couldn't read the date “{text}”: write 2026-12-31, 31/12/2026, “next friday” "
+        "or “for 2 weeks” (end with a full stop to keep it as text). Nothing was stored.",
+    },
+    "remember_past_date": {
+        "pt": "A data “{date}” já passou: nada foi guardado.",
+        "en": "The date “{date}” has already passed: nothing was stored.",
+    },
+    "remember_too_far": {
+        "pt": "Isso é daqui a mais de {years} anos: nada foi guardado.",
+        "en": "That is more than {years} years away: nothing was stored.",
+    },
+    "remember_priority": {"pt": "Prioridade: {priority}.", "en": "Priority: {priority}."},
+    "priority_critical": {"pt": "crítica", "en": "critical"},
+    "priority_high": {"pt": "alta", "en": "high"},
+    "priority_normal": {"pt": "normal", "en": "normal"},
+    "priority_low": {"pt": "baixa", "en": "low"},
+    "remember_expires": {"pt": "Vale até {date}.", "en": "Kept until {date}."},
+    "remember_no_expiry": {"pt": "Sem validade.", "en": "No expiry."},
     "remember_limits": {
         "pt": "Não consegui guardar: chaves têm até {key} caracteres, o conteúdo até {content}, "
         "e até {tags} etiquetas de {tag} caracteres.",
@@ -51,8 +85,86 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
     },
     # /memories
     "memories_usage": {
-        "pt": "Uso: /memories [página], por exemplo /memories 2",
-        "en": "Usage: /memories [page], e.g. /memories 2",
+        "pt": "Uso: /memories [página] | <palavras> | #etiqueta | expiring [dias] | "
+        "confirm <id> | edit <id> <novo texto> [!prioridade] [até <data>], "
+        "por exemplo /memories 2, /memories pizza, /memories #viagem, /memories confirm 3f9a2c",
+        "en": "Usage: /memories [page] | <words> | #tag | expiring [days] | "
+        "confirm <id> | edit <id> <new text> [!priority] [until <date>], "
+        "e.g. /memories 2, /memories pizza, /memories #travel, /memories confirm 3f9a2c",
+    },
+    "memories_search_too_long": {
+        "pt": "Uma busca tem até {max} caracteres.",
+        "en": "A search has at most {max} characters.",
+    },
+    "memories_bad_tag": {
+        "pt": "Etiquetas têm até {tag} caracteres (no máximo {tags} por busca).",
+        "en": "Tags have up to {tag} characters (at most {tags} in a search).",
+    },
+    "memories_search_header": {
+        "pt": "Memórias com “{query}”: {count}",
+        "en": "Memories matching “{query}”: {count}",
+    },
+    "memories_search_header_many": {
+        "pt": "Memórias com “{query}” (as mais relevantes):",
+        "en": "Memories matching “{query}” (the best matches):",
+    },
+    "memories_search_none": {
+        "pt": "Nenhuma memória sua com “{query}”. /memories mostra todas.",
+        "en": "None of your memories match “{query}”. /memories shows them all.",
+    },
+    "memories_more": {
+        "pt": "Mostrando as {shown} primeiras; refine a busca para ver as outras.",
+        "en": "Showing the first {shown}; narrow the search to see the rest.",
+    },
+    "memories_expiring_usage": {
+        "pt": "Uso: /memories expiring [dias], de 1 a {max} (padrão: 7)",
+        "en": "Usage: /memories expiring [days], 1 to {max} (default: 7)",
+    },
+    "memories_expiring_header": {
+        "pt": "Memórias que expiram nos próximos {days} dia(s): {count}",
+        "en": "Memories that expire within {days} day(s): {count}",
+    },
+    "memories_expiring_none": {
+        "pt": "Nenhuma memória sua expira nos próximos {days} dia(s).",
+        "en": "None of your memories expire within {days} day(s).",
+    },
+    "memories_until": {"pt": "(vale até {date})", "en": "(until {date})"},
+    "memories_confirm_usage": {
+        "pt": "Uso: /memories confirm <id> (os ids aparecem em /memories), "
+        "por exemplo /memories confirm 3f9a2c",
+        "en": "Usage: /memories confirm <id> (ids are shown by /memories), "
+        "e.g. /memories confirm 3f9a2c",
+    },
+    "memories_edit_usage": {
+        "pt": "Uso: /memories edit <id> <novo texto> [#etiquetas] [!prioridade] "
+        "[até <data> | por 2 semanas | sem validade], por exemplo "
+        "/memories edit 3f9a2c mora em Lisboa !alta",
+        "en": "Usage: /memories edit <id> <new text> [#tags] [!priority] "
+        "[until <date> | for 2 weeks | no expiry], e.g. /memories edit 3f9a2c lives in Lisbon !high",
+    },
+    "memories_id_not_found": {
+        "pt": "Nenhuma memória sua tem o id {id}. Os ids aparecem em /memories.",
+        "en": "No memory of yours has the id {id}. /memories shows the ids.",
+    },
+    "memories_id_ambiguous": {
+        "pt": "Mais de uma memória começa com {id}; digite mais do id: {choices}",
+        "en": "More than one memory starts with {id}; type more of the id: {choices}",
+    },
+    "memories_confirmed": {
+        "pt": "Confirmada: {category}/{key} agora está verificada.",
+        "en": "Confirmed: {category}/{key} is now verified.",
+    },
+    "memories_already_verified": {
+        "pt": "{category}/{key} já estava verificada.",
+        "en": "{category}/{key} was already verified.",
+    },
+    "memories_edited": {
+        "pt": "Editada: {category}/{key} (a versão anterior fica no histórico).",
+        "en": "Edited: {category}/{key} (the earlier version is kept in its history).",
+    },
+    "memories_edit_unchanged": {
+        "pt": "Nada mudou em {category}/{key}.",
+        "en": "Nothing changed in {category}/{key}.",
     },
     "memories_empty": {
         "pt": "Ainda não guardei nenhuma memória sobre você. Use /remember para me contar algo.",
@@ -74,13 +186,15 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
         "en": "Next page: /memories {page}",
     },
     "memories_footer": {
-        "pt": "Para apagar uma: /forget <chave ou id>. Memórias [unverified] foram deduzidas por mim.",
-        "en": "To delete one: /forget <key or id>. [unverified] memories are ones I inferred.",
+        "pt": "Apagar: /forget <chave ou id>. Corrigir: /memories edit <id> <texto>. "
+        "Memórias [unverified] foram deduzidas por mim: /memories confirm <id> as confirma.",
+        "en": "Delete: /forget <key or id>. Correct: /memories edit <id> <text>. "
+        "[unverified] memories are ones I inferred: /memories confirm <id> confirms one.",
     },
     # /forget
     "forget_usage": {
-        "pt": "Uso: /forget <chave | categoria/chave | id mem_...>",
-        "en": "Usage: /forget <key | category/key | mem_... id>",
+        "pt": "Uso: /forget <chave | categoria/chave | id> (os ids aparecem em /memories)",
+        "en": "Usage: /forget <key | category/key | id> (ids are shown by /memories)",
     },
     "forget_not_found": {
         "pt": "Não encontrei nenhuma memória sua com essa chave ou id.",

@@ -8,34 +8,18 @@ shows ephemerally or sends by DM when asked in a group.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from akira_bot.commands.memories import forget, memories, memories_service, remember
 from akira_bot.commands.mood import correct_mood
 from akira_bot.commands.texts import state_name, tr
-from core.commands import CommandHandler, CommandResult, CommandRouter, UsageError
+from core.commands import CommandHandler, CommandResult, CommandRouter
 from core.i18n import ago
-from core.memory.structured import (
-    EXTRAS_KEY,
-    MAX_CONTENT_CHARS,
-    MAX_KEY_CHARS,
-    MAX_TAG_CHARS,
-    MAX_TAGS,
-    Category,
-    MemoryValidationError,
-    Source,
-    StoreOutcome,
-    StructuredMemories,
-    StructuredMemory,
-    format_memory,
-    normalise_key,
-)
 from core.pipeline import TurnContext
 from core.services import Services
 from core.storage.api import UserStore
@@ -43,89 +27,8 @@ from core.types import Attachment, CommandSpec, Reply, ReplyKind
 
 log = logging.getLogger(__name__)
 
-PAGE_SIZE = 10
 FORGETME_WINDOW = timedelta(minutes=5)
 EXPORT_FILENAME = "akira-export.json"
-MAX_LISTED = 1000  # /memories reads at most this many (a person's list is far shorter)
-
-_CATEGORIES = ", ".join(c.value for c in Category)
-
-
-def memories_service(services: Services) -> StructuredMemories:
-    """The structured-memory service the built-in plugin set up (or one over the storage
-    part, so the commands work with that plugin switched off)."""
-    service = services.structured_memories
-    if service is None:
-        service = StructuredMemories(services.storage.memories, storage=services.storage)
-        services.structured_memories = service
-        services.extras[EXTRAS_KEY] = service
-    return service
-
-
-# --- /remember parsing -----------------------------------------------------------------------
-
-
-class UnknownCategory(ValueError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class RememberRequest:
-    category: Category
-    key: str
-    content: str
-    tags: list[str]
-
-
-# "category/key: content" or "key: content"; the colon must be followed by a space so that
-# "https://..." or "12:30" in plain text is not read as a key.
-_KEYED = re.compile(
-    r"^(?:(?P<category>[A-Za-z]+)\s*/\s*)?(?P<key>[^:\n]+?)\s*:\s+(?P<content>.+)$", re.DOTALL
-)
-_HASHTAG = re.compile(r"(?<![\w#])#([^\W_][\w\-]*)", re.UNICODE)
-_TRAILING_TAGS = re.compile(r"(?:\s+#[^\W_][\w\-]*)+\s*$", re.UNICODE)
-MAX_KEY_WORDS = 6  # "my favourite food: pizza" is a key; a sentence before a colon is not
-AUTO_KEY_WORDS = 5
-
-
-def auto_key(content: str) -> str:
-    """A key for plain ``/remember <text>``: its first words in snake_case, so telling the
-    same thing twice updates one memory; text without letters or digits gets a hash."""
-    words = content.split()[:AUTO_KEY_WORDS]
-    try:
-        key = normalise_key(" ".join(words))[:48].rstrip("_")
-    except MemoryValidationError:
-        key = ""
-    if not key:
-        digest = hashlib.sha1(content.encode("utf-8")).hexdigest()[:8]
-        key = f"note_{digest}"
-    return key
-
-
-def parse_remember(args: str) -> RememberRequest:
-    """Raises UnknownCategory or MemoryValidationError (too long, no content...)."""
-    text = args.strip()
-    if not text:
-        raise MemoryValidationError("nothing to remember")
-    category = Category.NOTE
-    key: str | None = None
-    content = text
-    match = _KEYED.match(text)
-    if match and len(match.group("key").split()) <= MAX_KEY_WORDS:
-        if match.group("category"):
-            try:
-                category = Category(match.group("category").lower())
-            except ValueError:
-                raise UnknownCategory(match.group("category")) from None
-        key = normalise_key(match.group("key"))
-        content = match.group("content").strip()
-    tags = [t.lower() for t in _HASHTAG.findall(content)]
-    stripped = _TRAILING_TAGS.sub("", content).strip()
-    if stripped:
-        content = stripped  # "pizza #food" keeps "pizza" with the tag "food"
-    if len(content) > MAX_CONTENT_CHARS:
-        raise MemoryValidationError("content too long")
-    return RememberRequest(category, key or auto_key(content), content, tags)
 
 
 # --- /forgetme confirmations ------------------------------------------------------------------
@@ -201,13 +104,6 @@ def _reply(text: str, *, private: bool = False, attachment: Attachment | None = 
     return Reply(text, ReplyKind.COMMAND, private=private, attachment=attachment)
 
 
-def _list_entry(index: int, memory: StructuredMemory, at: datetime, language: str) -> str:
-    entry = format_memory(index, memory)
-    if memory.expired(at):
-        entry += f" {tr('memories_expired', language)}"
-    return f"{entry}\n    id: {memory.id}"
-
-
 async def start(ctx: TurnContext, args: str) -> CommandResult:
     name = ctx.message.author.display_name
     return tr(
@@ -234,104 +130,6 @@ async def help_(ctx: TurnContext, args: str) -> CommandResult:
         if admin:
             lines.extend(["", tr("help_admin_header", ctx.language), *admin])
     return "\n".join(lines)
-
-
-async def remember(ctx: TurnContext, args: str) -> CommandResult:
-    usage = tr("remember_usage", ctx.language, categories=_CATEGORIES)
-    if not args.strip():
-        raise UsageError(usage)
-    try:
-        request = parse_remember(args)
-        memory, outcome = await memories_service(ctx.services).store_memory(
-            ctx.owner,
-            request.category,
-            request.key,
-            request.content,
-            tags=request.tags,
-            source=Source.USER,
-            scope=ctx.message.chat.privacy_scope,
-            at=ctx.message.sent_at,
-        )
-    except UnknownCategory:
-        raise UsageError(
-            f"{tr('remember_bad_category', ctx.language, categories=_CATEGORIES)}\n{usage}"
-        ) from None
-    except MemoryValidationError:
-        limits = tr(
-            "remember_limits",
-            ctx.language,
-            key=MAX_KEY_CHARS,
-            content=MAX_CONTENT_CHARS,
-            tags=MAX_TAGS,
-            tag=MAX_TAG_CHARS,
-        )
-        raise UsageError(f"{limits}\n{usage}") from None
-    text_key = {
-        StoreOutcome.CREATED: "remember_created",
-        StoreOutcome.UPDATED: "remember_updated",
-    }.get(outcome, "remember_unchanged")
-    return tr(text_key, ctx.language, category=memory.category.value, key=memory.key)
-
-
-async def memories(ctx: TurnContext, args: str) -> CommandResult:
-    raw = args.strip()
-    if raw and not (raw.isdigit() and len(raw) <= 6 and int(raw) >= 1):
-        raise UsageError(tr("memories_usage", ctx.language))
-    page = int(raw) if raw else 1
-    at = ctx.message.sent_at
-    everything = await memories_service(ctx.services).all(ctx.owner, limit=MAX_LISTED)
-    if not everything:
-        return _reply(tr("memories_empty", ctx.language), private=True)
-    # Active first (priority, then recency, as recall orders them), expired ones last.
-    ordered = [m for m in everything if not m.expired(at)] + [
-        m for m in everything if m.expired(at)
-    ]
-    pages = (len(ordered) + PAGE_SIZE - 1) // PAGE_SIZE
-    if page > pages:
-        return _reply(tr("memories_no_page", ctx.language, page=page, pages=pages), private=True)
-    verified = sum(1 for m in ordered if m.verified)
-    first = (page - 1) * PAGE_SIZE
-    lines = [
-        tr(
-            "memories_header",
-            ctx.language,
-            page=page,
-            pages=pages,
-            total=len(ordered),
-            verified=verified,
-            unverified=len(ordered) - verified,
-        )
-    ]
-    for i, memory in enumerate(ordered[first : first + PAGE_SIZE], first + 1):
-        lines.append("")
-        lines.append(_list_entry(i, memory, at, ctx.language))
-    lines.append("")
-    if page < pages:
-        lines.append(tr("memories_next", ctx.language, page=page + 1))
-    lines.append(tr("memories_footer", ctx.language))
-    return _reply("\n".join(lines), private=True)
-
-
-async def forget(ctx: TurnContext, args: str) -> CommandResult:
-    ref = args.strip()
-    if not ref or len(ref) > 2 * MAX_KEY_CHARS + 1 or len(ref.split()) > MAX_KEY_WORDS:
-        raise UsageError(tr("forget_usage", ctx.language))
-    service = memories_service(ctx.services)
-    try:
-        found = await service.find(ctx.owner, ref)
-    except MemoryValidationError:
-        raise UsageError(tr("forget_usage", ctx.language)) from None
-    if not found:
-        return _reply(tr("forget_not_found", ctx.language), private=True)
-    if len(found) > 1:
-        choices = ", ".join(f"{m.category.value}/{m.key}" for m in found)
-        return _reply(tr("forget_ambiguous", ctx.language, choices=choices), private=True)
-    memory = found[0]
-    await service.delete(ctx.owner, memory.id)
-    return _reply(
-        tr("forget_done", ctx.language, category=memory.category.value, key=memory.key),
-        private=True,
-    )
 
 
 async def forgetme(ctx: TurnContext, args: str) -> CommandResult:
@@ -401,13 +199,16 @@ USER_COMMANDS: list[tuple[CommandSpec, CommandHandler]] = [
             "remember",
             "Remember something about you",
             "Guardar algo sobre você",
-            args_hint="<text | key: content>",
+            args_hint="<text | key: content> [!high] [until 2026-12-31 | for 2 weeks]",
         ),
         remember,
     ),
     (
         CommandSpec(
-            "memories", "What I know about you", "O que eu sei sobre você", args_hint="[page]"
+            "memories",
+            "What I know about you",
+            "O que eu sei sobre você",
+            args_hint="[page | words | #tag | expiring | confirm <id> | edit <id> <text>]",
         ),
         memories,
     ),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -76,12 +77,41 @@ __all__ = [
     "normalise_tags",
     "render_prompt_recall",
     "render_recall",
+    "short_ids",
 ]
 
 # The recall text's wording lives with the cleaner, which removes it when a model echoes it.
 RECALL_HEADER = STRUCTURED_RECALL_HEADER
 STRUCTURED_TITLE = STRUCTURED_SECTION_TITLE
 EXTRAS_KEY = "structured_memories"  # where the feature puts the service in Services.extras
+
+# Ids are ``mem_`` + 16 random hex digits; people see and type the first few (git style).
+SHORT_ID_DIGITS = 6
+MIN_SHORT_ID = 4
+FULL_ID_DIGITS = 16
+_SHORT_ID = re.compile(rf"^[0-9a-f]{{{MIN_SHORT_ID},{FULL_ID_DIGITS}}}$")
+
+
+def _shared_start(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` have in common."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def short_ids(memories: Iterable[StructuredMemory]) -> dict[str, str]:
+    """Each memory's id as people see it: the first :data:`SHORT_ID_DIGITS` hex digits
+    after ``mem_``, longer where two of ``memories`` (pass all of one person's) share
+    them, so each shown id finds exactly one memory."""
+    ordered = sorted({m.id.removeprefix("mem_") for m in memories})
+    shown: dict[str, str] = {}
+    for i, own in enumerate(ordered):
+        # In sorted order the longest prefix shared with any other id is a neighbour's.
+        neighbours = ordered[max(0, i - 1) : i] + ordered[i + 1 : i + 2]
+        common = max((_shared_start(own, n) for n in neighbours), default=0)
+        shown[f"mem_{own}"] = own[: max(SHORT_ID_DIGITS, common + 1)]
+    return shown
 
 
 def format_memory(index: int, memory: StructuredMemory) -> str:
@@ -261,9 +291,11 @@ class StructuredMemories:
         tags: Iterable[str] | None = None,
         priority: Priority | str | None = None,
         expires_at: datetime | None = None,
+        clear_expiry: bool = False,
         at: datetime | None = None,
     ) -> StructuredMemory | None:
-        """A person's edit of one memory (verified by them); the earlier version is kept."""
+        """A person's edit of one memory (verified by them); the earlier version is kept.
+        ``clear_expiry`` makes it never expire."""
         return await self.store.update(
             owner,
             memory_id,
@@ -271,6 +303,7 @@ class StructuredMemories:
             tags=tags,
             priority=priority,
             expires_at=expires_at,
+            clear_expiry=clear_expiry,
             source=Source.USER,
             at=at,
         )
@@ -301,16 +334,35 @@ class StructuredMemories:
         return await self.store.get(owner, memory_id)
 
     async def find(self, owner: str, ref: str) -> list[StructuredMemory]:
-        """By id (``mem_...``), ``category/key`` or key; raises MemoryValidationError on a
-        reference that cannot be a key."""
+        """By id (``mem_...``, or the start of one as :func:`short_ids` shows it),
+        ``category/key`` or key; raises MemoryValidationError on a reference that cannot
+        be a key. A key is looked up before a short id of the same spelling."""
         ref = ref.strip()
-        if ref.startswith("mem_"):
-            found = await self.store.get(owner, ref)
-            return [found] if found else []
+        if ref.lower().startswith("mem_"):
+            return await self.by_short_id(owner, ref)
         category, sep, key = ref.partition("/")
         if sep:
             return await self.store.by_key(owner, key, category)
-        return await self.store.by_key(owner, ref)
+        found = await self.store.by_key(owner, ref)
+        if not found and _SHORT_ID.match(ref.lower()):
+            found = await self.by_short_id(owner, ref)
+        return found
+
+    async def by_short_id(self, owner: str, ref: str) -> list[StructuredMemory]:
+        """``owner``'s memories whose id starts with ``ref`` (``mem_`` optional, at least
+        :data:`MIN_SHORT_ID` hex digits): one, none, or several when ``ref`` is too short
+        to tell them apart. A full id is one lookup; a short one reads the person's list
+        (a person's memories are a short list, and ids are random, so no index helps)."""
+        ref = ref.strip()
+        if ref.startswith("mem_") and (exact := await self.store.get(owner, ref)):
+            return [exact]
+        digits = ref.lower().removeprefix("mem_")
+        if not _SHORT_ID.match(digits):
+            return []
+        if len(digits) == FULL_ID_DIGITS:
+            found = await self.store.get(owner, f"mem_{digits}")
+            return [found] if found else []
+        return [m for m in await self.all(owner) if m.id[4:].startswith(digits)]
 
     async def history(self, owner: str, memory_id: str) -> list[MemoryVersion]:
         return await self.store.history(owner, memory_id)

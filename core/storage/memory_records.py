@@ -228,7 +228,8 @@ def normalise_tags(raw: Iterable[str]) -> list[str]:
 
 
 def normalise_content(raw: str) -> str:
-    content = raw.strip()
+    # NUL is the one character PostgreSQL text cannot hold; dropped on every backend alike.
+    content = raw.replace("\x00", "").strip()
     if not content:
         raise MemoryValidationError("a memory needs some content")
     if len(content) > MAX_CONTENT_CHARS:

@@ -106,3 +106,25 @@ def test_emotion_command_with_each_shipped_detector(tmp_path: Path) -> None:
     bad = run_cli(["emotion", seed], "", tmp_path, AKIRA_EMOTION__DETECTOR="bart")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert "finetuned" in bad.stderr  # the error lists what may be chosen
+
+
+def test_memories_subcommands_in_the_console(tmp_path: Path) -> None:
+    """/remember with a priority and an expiry, /memories expiring, #tag and a bad date,
+    typed in the console (Portuguese, the default language); one reply line each."""
+    script = "\n".join(
+        [
+            "/remember !alta viagem: Porto por 5 dias #férias",
+            "/memories expiring",
+            "/memories #ferias",
+            "/remember prova: álgebra até 31/02/2027",
+            "/memories",
+        ]
+    )
+    proc = run_cli(["chat", "--user", "ana"], script + "\n", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    saved, soon, tagged, refused, listing = proc.stdout.splitlines()
+    assert saved.startswith("Guardado: note/viagem. Prioridade: alta. Vale até ")
+    assert "nos próximos 7 dia(s): 1" in soon and "Porto" in soon
+    assert "“#ferias”: 1" in tagged and "Tags: férias" in tagged
+    assert refused.startswith("Não entendi a data “31/02/2027”") and "Nada foi guardado" in refused
+    assert "1 memória(s)" in listing and "álgebra" not in listing

@@ -207,3 +207,39 @@ async def test_slash_commands_through_the_engine(tmp_path: Path, fake: FakeDisco
     assert stats.ephemeral is True and stats.content != refused.content
     # Nothing private was posted in the channel.
     assert all(m.get("_interaction_id") for m in fake.bot_messages)
+
+
+async def test_memories_subcommands_as_slash_commands(tmp_path: Path, fake: FakeDiscord) -> None:
+    """/remember with a priority and an expiry, then /memories expiring, a search and
+    /memories confirm <short id> as Discord slash commands, through discord.py."""
+    alice = fake.add_user("alice")
+    guild = fake.add_guild("Club")
+    guild.add_member(alice)
+    owner = f"discord:{alice.id}"
+
+    async def run(name: str, value: str, locale: str = "en-US") -> InteractionEvent:
+        iid = await fake.slash(alice, name, value, guild=guild, locale=locale)
+        await fake.wait_for(lambda: fake.events_for(iid))
+        await asyncio.sleep(0.05)
+        (event,) = fake.events_for(iid)
+        return event
+
+    async with running_engine(settings_for(tmp_path, fake), ScriptedProvider()) as (engine, _):
+        memories = engine.services.structured_memories
+        assert memories is not None
+        await engine.storage.users.ensure(owner)
+        await memories.propose(owner, "fact", "pet", "Has a dog")
+        saved = await run("remember", "!alta viagem: Porto por 3 dias", locale="pt-BR")
+        soon = await run("memories", "expiring")
+        found = await run("memories", "dog")
+        short = (found.content or "").split("id: ")[1].split()[0]
+        confirmed = await run("memories", f"confirm {short}")
+        stored = {m.key: m for m in await memories.all(owner)}
+
+    assert saved.ephemeral is False and "Prioridade: alta." in (saved.content or "")
+    assert soon.ephemeral is True and "Porto (until " in (soon.content or "")
+    assert found.ephemeral is True and "[unverified] pet" in (found.content or "")
+    assert confirmed.ephemeral is True
+    assert confirmed.content == "Confirmed: fact/pet is now verified."
+    assert stored["viagem"].priority.value == "high" and stored["viagem"].expires_at is not None
+    assert (stored["pet"].verified, stored["pet"].source.value) == (True, "agent")

@@ -213,3 +213,37 @@ async def test_webhook_mode_with_the_engine(tmp_path: Path, fake_api: FakeTelegr
         (NodeType.USER_MESSAGE, "hello by webhook"),
         (NodeType.AKIRA_RESPONSE, REPLY),
     ]
+
+
+async def test_memories_subcommands_round_trip(
+    tmp_path: Path, fake_api: FakeTelegramServer
+) -> None:
+    """/remember with a priority and an expiry, /memories expiring, a search and
+    /memories confirm <short id>, typed in Telegram, through python-telegram-bot."""
+    owner = f"telegram:{USER_ID}"
+    day = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+    async with akira(tmp_path, fake_api) as (engine, _adapter):
+        memories = engine.services.structured_memories
+        assert memories is not None
+        await engine.storage.users.ensure(owner, seen_at=day)
+        await memories.propose(owner, "fact", "pet", "Has a dog", at=day)
+
+        async def say(text: str, minutes: int) -> str:
+            before = len(fake_api.sent_texts(USER_ID))
+            fake_api.send_text(text, user_id=USER_ID, date=day + timedelta(minutes=minutes))
+            return (await fake_api.wait_for_texts(before + 1, USER_ID))[-1]
+
+        saved = await say("/remember !high trip: Porto for 5 days", 1)
+        soon = await say("/memories expiring", 2)
+        found = await say("/memories dog", 3)
+        short = found.split("id: ")[1].split()[0]
+        confirmed = await say(f"/memories confirm {short}", 4)
+        stored = {m.key: m for m in await memories.all(owner)}
+
+    assert saved == "Saved: note/trip. Priority: high. Kept until 2025-06-06 12:01 UTC."
+    assert "Porto (until 2025-06-06 12:01 UTC)" in soon and "Has a dog" not in soon
+    assert "[unverified] pet" in found and len(short) == 6
+    assert confirmed == "Confirmed: fact/pet is now verified."
+    assert stored["trip"].priority.value == "high"
+    assert stored["trip"].expires_at == day + timedelta(minutes=1, days=5)
+    assert (stored["pet"].verified, stored["pet"].source.value) == (True, "agent")

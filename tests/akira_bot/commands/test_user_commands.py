@@ -4,6 +4,7 @@ scripted LLM and a recording responder (via the NoneBug-style ``ChatScenario``).
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 from akira_bot.testing import ChatScenario
@@ -116,7 +117,10 @@ async def test_sql_injection_in_keys_tags_and_queries_is_stored_literally(engine
             "I found no memory", private=True
         )
         chat.receive("/forget " + "x" * 5000).should_call_send("Usage: /forget")
-        chat.receive("/memories 1 OR 1=1").should_call_send("Usage: /memories")
+        # Words after /memories are a search: read as words, never as SQL or FTS syntax.
+        chat.receive("/memories 1 OR 1=1").should_call_send(
+            "Memories matching “1 OR 1=1”: 2", hostile, "boom", private=True
+        )
         chat.receive("/memories 99999999999999").should_call_send("Usage: /memories")
         chat.receive("/memories").should_call_send(hostile, "boom", private=True)
     stored = {m.content: m for m in await service(engine).all("telegram:42")}
@@ -137,13 +141,14 @@ async def test_memories_are_paged_and_private(engine_factory) -> None:
         )
         second = chat.receive("/memories 2").should_call_send("page 2/2", absent=("Next page",))
         chat.receive("/memories 3").should_call_send("There is no page 3; there are 2 page(s)")
-        chat.receive("/memories two").should_call_send("Usage: /memories [page]")
+        chat.receive("/memories two").should_call_send("None of your memories match “two”")
+        chat.receive("/memories 0").should_call_send("Usage: /memories [page]")
     # Most recent first: page 1 holds items 11..02, page 2 the two oldest.
     assert "[001] note (NORMAL) [verified] item_11" in first.reply.text
     assert "value 02" in first.reply.text and "value 01" not in first.reply.text
     assert "[011] note (NORMAL) [verified] item_01" in second.reply.text
     assert "[012] note (NORMAL) [verified] item_00" in second.reply.text
-    assert "id: mem_" in second.reply.text
+    assert re.search(r"\n    id: [0-9a-f]{6}\n", second.reply.text)  # short enough to type
 
 
 async def test_memories_shows_expired_ones_last_and_marked(engine_factory) -> None:

@@ -224,6 +224,34 @@ async def test_memories_expire_by_the_message_time(storage: Storage) -> None:
     assert (await memories.counts(A, at=T0 + timedelta(days=3))).expired == 1
 
 
+async def test_what_memories_commands_use_behaves_alike(storage: Storage) -> None:
+    """/memories search, #tag, expiring, confirm and edit, on each backend."""
+    memories = storage.memories
+    await memories.upsert(A, "preference", "food", "pizza margherita", tags=["food"], at=T0)
+    await memories.upsert(A, "preference", "drink", "café", tags=["Food", "hot"], at=T0)
+    guess, _ = await memories.upsert(A, "fact", "pet", "has a dog", source="agent", at=T0)
+    await memories.upsert(B, "preference", "food", "pizza", tags=["food"], at=T0)
+    assert [m.key for m in await memories.search(A, "pizza", tags=["food"])] == ["food"]
+    assert {m.key for m in await memories.search(A, "", tags=["#FOOD"])} == {"food", "drink"}
+    assert [m.key for m in await memories.search(A, "CAFE food", tags=["hot"])] == ["drink"]
+    assert await memories.search(A, "", tags=[]) == []
+    verified = await memories.verify(A, guess.id, verified_by=A, at=T0)
+    assert verified is not None and (verified.verified, verified.source) == (True, Source.AGENT)
+    edited = await memories.update(
+        A, guess.id, priority="high", expires_at=T0 + timedelta(days=3), at=T0
+    )
+    assert edited is not None and (edited.priority.value, edited.content) == ("high", "has a dog")
+    assert [m.key for m in await memories.expiring(A, within_days=7, at=T0)] == ["pet"]
+    cleared = await memories.update(A, guess.id, clear_expiry=True, at=T0)
+    assert cleared is not None and cleared.expires_at is None
+    assert await memories.expiring(A, within_days=7, at=T0) == []
+    history = await memories.history(A, guess.id)
+    assert [v.change for v in history] == ["verify", "update", "update"]
+    # NUL, which PostgreSQL text cannot hold, is dropped on every backend alike.
+    odd, _ = await memories.upsert(A, "note", "odd", "a\x00b", at=T0)
+    assert (await memories.get(A, odd.id)).content == "ab"  # type: ignore[union-attr]
+
+
 # -- export and forget ---------------------------------------------------------------------
 
 
