@@ -148,21 +148,12 @@ class Engine(Startable):
     async def handle(self, message: IncomingMessage, responder: Responder) -> None:
         if self._closing:
             raise RuntimeError("engine is shutting down")
-        owner = message.owner
-        lane = self._lanes.get(owner)
-        if lane is None:
-            lane = self._lanes[owner] = _UserLane(asyncio.Lock())
+        lane = self._lane(message.owner)
         if lane.waiting >= self.services.config.max_queue_per_user:
             await self._overloaded(message, responder)
             return
-        lane.waiting += 1
-        try:
-            with self._in_flight.one():
-                await self._serve(message, responder, lane.lock)
-        finally:
-            lane.waiting -= 1
-            if lane.waiting == 0 and not lane.lock.locked():
-                self._lanes.pop(owner, None)
+        with self._waiting(message.owner, lane):
+            await self._serve(message, responder, lane.lock)
 
     async def handle_reaction(self, reaction: IncomingReaction) -> None:
         """Hand a reaction to the hooks (``services.on_reaction``), in the person's lane:
@@ -174,19 +165,30 @@ class Engine(Startable):
         if not hooks:
             return
         owner = reaction.owner
+        lane = self._lane(owner)
+        with self._waiting(owner, lane):
+            async with lane.lock, self._slots:
+                await self.services.storage.catch_up()
+                for hook in hooks:
+                    try:
+                        await hook(reaction, self.services)
+                    except Exception:
+                        log.exception("a reaction hook failed for %s", owner)
+
+    def _lane(self, owner: str) -> _UserLane:
         lane = self._lanes.get(owner)
         if lane is None:
             lane = self._lanes[owner] = _UserLane(asyncio.Lock())
+        return lane
+
+    @contextmanager
+    def _waiting(self, owner: str, lane: _UserLane) -> Iterator[None]:
+        """A message or reaction of ``owner`` waits in (then holds) their lane and is in
+        flight; the lane is dropped once nothing of theirs is left."""
         lane.waiting += 1
         try:
             with self._in_flight.one():
-                async with lane.lock, self._slots:
-                    await self.services.storage.catch_up()
-                    for hook in hooks:
-                        try:
-                            await hook(reaction, self.services)
-                        except Exception:
-                            log.exception("a reaction hook failed for %s", owner)
+                yield
         finally:
             lane.waiting -= 1
             if lane.waiting == 0 and not lane.lock.locked():
