@@ -36,7 +36,7 @@ MAX_ENTITIES = 8  # a message naming more is a list; the first ones are kept
 
 # Kinship, pet and role nouns after a possessive, folded, to one canonical key.
 _RELATIONS: dict[str, str] = {}
-for _key, _words in {
+for _canonical, _words in {
     "sister": "irma irmas sister sisters sis",
     "brother": "irmao irmaos brother brothers bro",
     "mother": "mae mamae mom mum mother mama",
@@ -60,7 +60,7 @@ for _key, _words in {
     "pet": "pet pets",
 }.items():
     for _word in _words.split():
-        _RELATIONS[_word] = _key
+        _RELATIONS[_word] = _canonical
 
 _POSSESSIVE = re.compile(
     r"\b(?:meu|minha|meus|minhas|nosso|nossa|nossos|nossas)\s+(\w+)"

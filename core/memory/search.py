@@ -320,9 +320,8 @@ class GraphSearcher:
                     known_hit.via, known_hit.relation = parent, relation
             frontier = sorted(next_frontier, key=lambda i: -hits[i].score)[: cfg.expand_seeds]
         for node_id, share in naming.items():
-            hit = hits.get(node_id)
-            if hit is not None:
-                hit.score *= 1.0 + cfg.entity_boost * share
+            if node_id in hits:
+                hits[node_id].score *= 1.0 + cfg.entity_boost * share
 
         ranked = sorted(
             (i for i in hits if i not in excluded),
