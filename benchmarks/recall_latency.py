@@ -51,7 +51,6 @@ from memory_scale import T0, RandomEmbedder, TextSource, bulk_load, unit_vectors
 from core.memory.graph import GraphConfig, GraphMemory  # noqa: E402
 from core.storage import SQLiteStorage  # noqa: E402
 
-
 ENTITY_NAMES = 500
 
 
