@@ -93,7 +93,9 @@ class ConnectionConfig:
     # Entities (core.memory.entities): postings are written and same_entity edges made.
     entities: bool = True
     entity_strength: float = 0.7
-    entity_per_entity: int = 20  # latest earlier mentions read per entity
+    # An entity named this many times before names too much of the history to tell
+    # its messages apart (a speaker's own name, "my mom" in years of chat): no edges.
+    entity_common: int = 30
     entity_max_links: int = 5
 
 
@@ -216,13 +218,16 @@ class ConnectionDetector:
             return [], []
         keys = [*mentions.definite, *mentions.tentative]
         earlier = await self.graph.entity_mentions(
-            node.owner, keys, per_entity=cfg.entity_per_entity, at=node.timestamp
+            node.owner, keys, per_entity=cfg.entity_common, at=node.timestamp
         )
         named = [*mentions.definite, *(t for t in mentions.tentative if t in earlier)]
         shared: dict[str, list[str]] = {}
         order: dict[str, int] = {}  # how recent a candidate is among its entity's mentions
         for entity in named:
-            for rank, node_id in enumerate(earlier.get(entity, [])):
+            mentions_before = earlier.get(entity, [])
+            if len(mentions_before) >= cfg.entity_common:
+                continue
+            for rank, node_id in enumerate(mentions_before):
                 if node_id == node.id:
                     continue
                 shared.setdefault(node_id, []).append(entity)

@@ -72,7 +72,11 @@ _SPEAKER = re.compile(r"^\s*([^\W\d_][^\W\d_'’ -]*(?: [^\W\d_][^\W\d_'’-]*)?
 _SENTENCE_END = re.compile(r"[.!?\n]")
 # Lowercase words allowed inside a name: "Rio de Janeiro", "Bank of America".
 _CONNECTORS = frozenset({"de", "da", "do", "dos", "das", "of", "van", "von", "del", "la"})
-_NOT_NAMES = STOP_WORDS | frozenset(_WEEKDAYS) | frozenset(_MONTHS)
+# Weekday abbreviations ("last Fri", "na sex") are dates too.
+_ABBREVIATIONS = frozenset(
+    "mon tue tues wed thu thur thurs fri sat sun seg ter qua qui sex sab dom".split()
+)
+_NOT_NAMES = STOP_WORDS | frozenset(_WEEKDAYS) | frozenset(_MONTHS) | _ABBREVIATIONS
 MAX_NAME_WORDS = 3
 
 
@@ -95,6 +99,18 @@ class Mentions:
 
 def _is_capitalised(token: str) -> bool:
     return token[0].isupper() and not (len(token) == 1 and token.isupper())
+
+
+_CONTRACTION = re.compile(r"^(\w+)['’](?:ll|ve|re|d|m|t)$", re.IGNORECASE)
+
+
+def _excluded(word: str, words: frozenset[str]) -> bool:
+    """In ``words`` folded, without its apostrophes ("Don't" -> "dont"), or as the
+    first word of a contraction ("I'll" -> "i")."""
+    contraction = _CONTRACTION.match(word)
+    return fold(word).replace("'", "").replace("’", "") in words or (
+        contraction is not None and fold(contraction.group(1)) in words
+    )
 
 
 def _key(words: list[str]) -> str | None:
@@ -140,12 +156,18 @@ def extract_entities(text: str) -> Mentions:
             previous_end = match.end()
             word = re.sub(r"['’]s$", "", token)
             # Inside a name a month is a word of it ("Rio de Janeiro"); alone it is a date.
-            joined = bool(run) and gap.strip() == ""
-            named = _is_capitalised(word) and fold(word) not in (
-                STOP_WORDS if joined else _NOT_NAMES
+            joined = bool(run) and not run_initial and gap.strip() == ""
+            named = _is_capitalised(word) and not _excluded(
+                word, STOP_WORDS if joined else _NOT_NAMES
             )
             if named and not initial:
-                if run and not pending and len(run) < MAX_NAME_WORDS and gap.strip() == "":
+                if run_initial and run:
+                    # "Wow Mel", "Congrats Caroline": the sentence's first word stays
+                    # tentative on its own; the name starts here.
+                    close()
+                    pending = []
+                    run, run_initial = [word], False
+                elif run and not pending and len(run) < MAX_NAME_WORDS and gap.strip() == "":
                     run.append(word)
                 elif run and pending and gap.strip() == "":
                     run.extend([*pending, word])

@@ -49,7 +49,7 @@ class SearchConfig:
     relation_weights: tuple[tuple[str, float], ...] = (
         ("similar", 0.5),
         ("shared_tags", 0.5),
-        ("same_entity", 2.0),
+        ("same_entity", 0.5),
     )
     # A vector hit's rank score is scaled by its cosine mapped linearly from
     # ``min_similarity`` (0: noise, not a seed — top-k always returns something) to
@@ -65,13 +65,19 @@ class SearchConfig:
     centre_weight: float = 0.5
     centre_newest: int = 256
     centre_pool: int = 2
-    # Entities the query names (core.memory.entities; "minha irmã", "Melanie"): a found
-    # node among the entity's latest ``entity_postings`` mentions scores
-    # x (1 + ``entity_boost`` x the share of the query's entities it names), and the
-    # mentions of an entity named at most ``entity_rare`` times are seeds of
-    # ``entity_seed`` (a question reaches what the person said about that one). 0: off.
+    # Entities the query names (core.memory.entities; "minha irmã", "Julia"): a found
+    # node naming one scores x (1 + ``entity_boost`` x the share of the query's entities
+    # it names), and the mentions of an entity named at most ``entity_rare`` times are
+    # seeds of ``entity_seed`` (a question reaches what the person said about that one).
+    # An entity named ``entity_postings`` times or more (a speaker's own name) tells
+    # nothing apart: neither. 0: off.
     entity_boost: float = 0.5
-    entity_seed: float = 0.3
+    entity_seed: float = 0.0
+    # A same_entity edge leaving a node that names the query's entity keeps this share
+    # of its parent's score (not strength x relation weight x hop decay): "minha irmã
+    # Júlia ..." names the sister the query asks about, so "a Júlia marcou a data" is
+    # about her too, one step away, not two hops of chance adjacency.
+    entity_path: float = 0.5
     entity_postings: int = 200
     entity_rare: int = 12
 
@@ -176,6 +182,7 @@ class GraphSearcher:
         )
         if not named:
             return {}
+        named = {e: ids for e, ids in named.items() if len(ids) < cfg.entity_postings}
         share: dict[str, float] = {}
         for ids in named.values():
             for node_id in ids:
@@ -292,7 +299,10 @@ class GraphSearcher:
                 ]:
                     if other == parent:
                         continue
-                    score = parent_score * weight * cfg.hop_decay
+                    if relation == "same_entity" and parent in naming:
+                        score = parent_score * cfg.entity_path
+                    else:
+                        score = parent_score * weight * cfg.hop_decay
                     # Paths, not only nodes: a node reached from several matches gets the
                     # best path's score plus a share of every other path's (it joins
                     # things the query is about: "the dog of my sister").
@@ -313,6 +323,11 @@ class GraphSearcher:
                 if known_hit is None:
                     hits[node_id] = _Hit(score, level, parent, relation)
                     next_frontier.append(node_id)
+                elif known_hit.seed and relation == "same_entity" and parent in naming:
+                    # A weak match that is about the query's entity: the entity's path
+                    # is the better reason, the match adds to it.
+                    high, low = max(known_hit.score, score), min(known_hit.score, score)
+                    known_hit.score = high + cfg.boost_share * low
                 elif known_hit.seed:
                     known_hit.score += cfg.boost_share * score
                 elif score > known_hit.score:
