@@ -70,7 +70,7 @@ class SearchConfig:
     # it names), and the mentions of an entity named at most ``entity_rare`` times are
     # seeds of ``entity_seed`` (a question reaches what the person said about that one).
     # An entity named ``entity_postings`` times or more (a speaker's own name) tells
-    # nothing apart: neither. 0: off.
+    # nothing apart: none of the three. All three 0: no lookup.
     entity_boost: float = 0.5
     entity_seed: float = 0.0
     # A same_entity edge leaving a node that names the query's entity keeps this share
@@ -167,7 +167,7 @@ class GraphSearcher:
         """Seeds the mentions of the rare entities ``query`` names (in ``hits``); returns
         node id -> share of the query's known entities it names (for the boost)."""
         cfg = self.config
-        if cfg.entity_boost <= 0 and cfg.entity_seed <= 0:
+        if cfg.entity_boost <= 0 and cfg.entity_seed <= 0 and cfg.entity_path <= 0:
             return {}
         mentions = extract_entities(query)
         if not mentions:
