@@ -157,6 +157,7 @@ async def test_a_question_reaches_a_message_only_through_an_entity(
                 base.search,
                 entity_boost=0.0,
                 entity_seed=0.0,
+                entity_path=0.0,
                 relation_weights=(*base.search.relation_weights, ("same_entity", 0.0)),
             ),
         ),
@@ -191,6 +192,27 @@ async def test_entities_never_cross_people_or_scopes(storage: SQLiteStorage) -> 
     assert "o1" not in [r.node.id for r in recall.nodes]
     assert await storage.graph.entity_mentions(OTHER, ["julia"]) == {"julia": ["o1"]}
     assert not any(c.node_id == "o1" for c in await storage.graph.connections_of(OWNER, "p1"))
+
+
+async def test_an_entity_named_everywhere_makes_no_edges(storage: SQLiteStorage) -> None:
+    """A hub (a speaker's own name, "my mom" for years) tells no message apart: once it
+    has ``entity_common`` earlier mentions it is still stored, but links nothing."""
+    config = GraphConfig(connections=ConnectionConfig(entity_common=3))
+    memory = GraphMemory(storage, HashingEmbedder(), config=config)
+    for i in range(5):
+        at = T0 + timedelta(days=i)
+        await memory.store(node(f"m{i}", f"falei com a Marta sobre {CHATTER[i]}", at))
+    linked = {
+        node_id: {
+            c.node_id
+            for c in await storage.graph.connections_of(OWNER, node_id)
+            if c.relation_type == "same_entity"
+        }
+        for node_id in ("m1", "m2", "m3", "m4")
+    }
+    assert linked == {"m1": {"m0"}, "m2": {"m1", "m0"}, "m3": set(), "m4": set()}
+    named = await storage.graph.entity_mentions(OWNER, ["marta"])
+    assert named == {"marta": ["m4", "m3", "m2", "m1", "m0"]}
 
 
 async def test_entities_off_write_no_postings(storage: SQLiteStorage) -> None:
