@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 import tempfile
@@ -49,6 +50,7 @@ import numpy as np  # noqa: E402
 from memory_scale import T0, RandomEmbedder, TextSource, bulk_load, unit_vectors  # noqa: E402
 
 from core.memory.graph import GraphConfig, GraphMemory  # noqa: E402
+from core.memory.search import GraphSearcher, SearchConfig  # noqa: E402
 from core.storage import SQLiteStorage  # noqa: E402
 
 ENTITY_NAMES = 500
@@ -113,6 +115,16 @@ async def measure(
             "plain": ([], []),
             "conversational": ([], []),
         }
+        # The same plain search with the entity lookup off, alternating in this process:
+        # the entity part's cost apart from the machine's drift between runs.
+        search_fields = {f.name for f in dataclasses.fields(SearchConfig)}
+        unnamed = None
+        if "entity_boost" in search_fields:
+            off = dataclasses.replace(
+                SearchConfig(), entity_boost=0.0, entity_seed=0.0, entity_path=0.0
+            )
+            unnamed = GraphSearcher(storage.graph, storage.nodes, off, model=memory.model)
+            timings["plain_entities_off"] = ([], [])
         names = rng.choice(ENTITY_NAMES, size=queries, p=zipf(ENTITY_NAMES))
         for n, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
             query = " ".join(text.split()[:6])
@@ -122,6 +134,8 @@ async def measure(
                 wall, cpu = time.perf_counter(), time.process_time()
                 if kind == "plain":
                     await memory.searcher.search(owner, query, vector, depth=2, limit=10)
+                elif kind == "plain_entities_off" and unnamed is not None:
+                    await unnamed.search(owner, query, vector, depth=2, limit=10)
                 else:
                     await memory.recall(owner, query, scopes=None, limit=10, at=at)
                 timings[kind][0].append(time.perf_counter() - wall)
