@@ -100,6 +100,12 @@ TABLES = (
         "owner, tag, ts, node_id",
     ),
     Table(
+        "graph_entities",
+        ("owner", "entity", "ts", "node_id", "scope"),
+        ("owner", "entity", "ts", "node_id"),
+        "owner, entity, ts, node_id",
+    ),
+    Table(
         "structured_memories",
         _MEMORY_COLUMNS,
         ("owner", "category", "key"),

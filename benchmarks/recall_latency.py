@@ -16,12 +16,19 @@ CPU time (``time.process_time``: every thread of the process, the database threa
 included) is reported beside wall time: on a machine shared with other work, wall time
 mostly measures the queue for the CPU. ``--code DIR`` imports ``core`` from another
 checkout (e.g. the code before a change) so the two can be run one after the other.
+
+Entities (schema 15, core.memory.entities): ``--entity-share`` of the nodes name one of
+``ENTITY_NAMES`` names (Zipf: a few are named thousands of times, as a person's mother
+or partner would be), written as postings, and every other query names one ("..., e a
+Name?"), so the entity lookups, seeds and boost are timed. Code without the entity table
+gets the same queries and no postings.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 import tempfile
@@ -43,7 +50,41 @@ import numpy as np  # noqa: E402
 from memory_scale import T0, RandomEmbedder, TextSource, bulk_load, unit_vectors  # noqa: E402
 
 from core.memory.graph import GraphConfig, GraphMemory  # noqa: E402
+from core.memory.search import GraphSearcher, SearchConfig  # noqa: E402
 from core.storage import SQLiteStorage  # noqa: E402
+
+ENTITY_NAMES = 500
+
+
+def zipf(n: int) -> np.ndarray:
+    ranks = np.arange(1, n + 1)
+    return (1 / ranks) / (1 / ranks).sum()
+
+
+def entity_name(i: int) -> str:
+    return f"Nome{i}"
+
+
+async def add_entities(storage: SQLiteStorage, owner: str, share: float) -> int:
+    """Entity postings for ``share`` of the owner's nodes; 0 when the schema has none."""
+    db = storage.db
+    if await db.fetchone("SELECT 1 FROM sqlite_master WHERE name = 'graph_entities'") is None:
+        return 0
+    rows = await db.fetchall("SELECT id, ts, scope FROM nodes WHERE owner = ?", (owner,))
+    rng = np.random.default_rng(17)
+    p = zipf(ENTITY_NAMES)
+    named = [r for r, keep in zip(rows, rng.random(len(rows)) < share, strict=True) if keep]
+    picks = rng.choice(ENTITY_NAMES, size=len(named), p=p)
+    async with db.transaction() as conn:
+        await conn.executemany(
+            "INSERT OR IGNORE INTO graph_entities(owner, entity, ts, node_id, scope)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [
+                (owner, entity_name(int(i)).lower(), r["ts"], r["id"], r["scope"])
+                for r, i in zip(named, picks, strict=True)
+            ],
+        )
+    return len(named)
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -55,11 +96,14 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-async def measure(nodes: int, queries: int, workdir: Path) -> dict[str, Any]:
+async def measure(
+    nodes: int, queries: int, workdir: Path, entity_share: float = 0.3
+) -> dict[str, Any]:
     storage = SQLiteStorage(workdir / "latency.db")
     out: dict[str, Any] = {"nodes": nodes, "queries": queries}
     async with storage:
         out["build_s"] = round(await bulk_load(storage, 1, nodes, TextSource()), 1)
+        out["entity_postings"] = await add_entities(storage, "bench:0", entity_share)
         memory = GraphMemory(storage, RandomEmbedder(), config=GraphConfig(max_wait_ms=0.0))
         owner = "bench:0"
         rng = np.random.default_rng(11)
@@ -71,12 +115,27 @@ async def measure(nodes: int, queries: int, workdir: Path) -> dict[str, Any]:
             "plain": ([], []),
             "conversational": ([], []),
         }
-        for text, vector in zip(texts, vectors, strict=True):
+        # The same plain search with the entity lookup off, alternating in this process:
+        # the entity part's cost apart from the machine's drift between runs.
+        search_fields = {f.name for f in dataclasses.fields(SearchConfig)}
+        unnamed = None
+        if "entity_boost" in search_fields:
+            off = dataclasses.replace(
+                SearchConfig(), entity_boost=0.0, entity_seed=0.0, entity_path=0.0
+            )
+            unnamed = GraphSearcher(storage.graph, storage.nodes, off, model=memory.model)
+            timings["plain_entities_off"] = ([], [])
+        names = rng.choice(ENTITY_NAMES, size=queries, p=zipf(ENTITY_NAMES))
+        for n, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
             query = " ".join(text.split()[:6])
+            if n % 2:
+                query += f", e a {entity_name(int(names[n]))}?"
             for kind in timings:
                 wall, cpu = time.perf_counter(), time.process_time()
                 if kind == "plain":
                     await memory.searcher.search(owner, query, vector, depth=2, limit=10)
+                elif kind == "plain_entities_off" and unnamed is not None:
+                    await unnamed.search(owner, query, vector, depth=2, limit=10)
                 else:
                     await memory.recall(owner, query, scopes=None, limit=10, at=at)
                 timings[kind][0].append(time.perf_counter() - wall)
@@ -93,9 +152,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--code", help="import core from this checkout")
+    parser.add_argument("--entity-share", type=float, default=0.3, help="nodes naming someone")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        result = asyncio.run(measure(args.nodes, args.queries, Path(tmp)))
+        result = asyncio.run(measure(args.nodes, args.queries, Path(tmp), args.entity_share))
     result["code"] = str(CODE)
     print(json.dumps(result, indent=2))
 

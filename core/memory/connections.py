@@ -9,6 +9,9 @@ person's history:
   melhor?" thirty days later picks up where the person left off.
 - ``shared_tags`` (common / max of the two tag counts): candidates from the tag postings,
   only the latest ``per_tag`` of each tag.
+- ``same_entity`` (0.7, +0.1 a further entity in common): the latest earlier nodes naming
+  a person, pet, place or project the node names (core.memory.entities), from the entity
+  postings: "a Júlia vai casar" reaches "a Júlia (minha irmã) ...".
 - ``similar`` (the cosine): vector top-k over the owner's cached matrix, above a threshold
   calibrated per embedding model (see :data:`SIMILARITY_THRESHOLDS`), among the latest
   ``similar_window`` nodes: older ones are still found by search, but storing a message
@@ -22,6 +25,7 @@ from datetime import timedelta
 
 import numpy as np
 
+from core.memory.entities import extract_entities
 from core.storage.api import GraphStore, NodeStore
 from core.storage.records import Connection, MemoryNode
 
@@ -86,6 +90,13 @@ class ConnectionConfig:
     similar_threshold: float | None = None  # None: by model (SIMILARITY_THRESHOLDS)
     resume: bool = True
     extra: dict[str, float] = field(default_factory=dict)
+    # Entities (core.memory.entities): postings are written and same_entity edges made.
+    entities: bool = True
+    entity_strength: float = 0.7
+    # An entity named this many times before names too much of the history to tell
+    # its messages apart (a speaker's own name, "my mom" in years of chat): no edges.
+    entity_common: int = 30
+    entity_max_links: int = 5
 
 
 class ConnectionDetector:
@@ -194,3 +205,41 @@ class ConnectionDetector:
                 if sim >= self.threshold:
                     add(Connection(node_id, "similar", round(sim, 4), f"cosine {sim:.3f}"))
         return list(found.values())
+
+    async def entity_links(self, node: MemoryNode) -> tuple[list[str], list[Connection]]:
+        """The entity keys ``node`` names (to store as postings) and its ``same_entity``
+        edges to the latest earlier nodes naming them. A tentative name (a capital at
+        the start of a sentence) counts only when the person named it before."""
+        cfg = self.config
+        if not cfg.entities:
+            return [], []
+        mentions = extract_entities(node.content)
+        if not mentions:
+            return [], []
+        keys = [*mentions.definite, *mentions.tentative]
+        earlier = await self.graph.entity_mentions(
+            node.owner, keys, per_entity=cfg.entity_common, at=node.timestamp
+        )
+        named = [*mentions.definite, *(t for t in mentions.tentative if t in earlier)]
+        shared: dict[str, list[str]] = {}
+        order: dict[str, int] = {}  # how recent a candidate is among its entity's mentions
+        for entity in named:
+            mentions_before = earlier.get(entity, [])
+            if len(mentions_before) >= cfg.entity_common:
+                continue
+            for rank, node_id in enumerate(mentions_before):
+                if node_id == node.id:
+                    continue
+                shared.setdefault(node_id, []).append(entity)
+                order[node_id] = min(order.get(node_id, rank), rank)
+        best = sorted(shared, key=lambda i: (-len(shared[i]), order[i], i))
+        links = [
+            Connection(
+                node_id,
+                "same_entity",
+                round(min(1.0, cfg.entity_strength + 0.1 * (len(shared[node_id]) - 1)), 4),
+                "names " + ", ".join(shared[node_id]),
+            )
+            for node_id in best[: cfg.entity_max_links]
+        ]
+        return named, links

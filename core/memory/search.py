@@ -21,6 +21,7 @@ import numpy as np
 
 from core.memory.base import RecalledNode
 from core.memory.connections import seed_range
+from core.memory.entities import extract_entities
 from core.memory.tags import STOP_WORDS
 from core.storage.api import GraphStore, NodeStore
 from core.storage.records import MemoryNode, to_ts
@@ -45,7 +46,11 @@ class SearchConfig:
     max_edges_per_node: int = 12  # strongest edges followed from one node
     boost_share: float = 0.5  # share of a propagated score added to a seed it reaches
     path_share: float = 0.5  # share of each further path's score added to a reached node
-    relation_weights: tuple[tuple[str, float], ...] = (("similar", 0.5), ("shared_tags", 0.5))
+    relation_weights: tuple[tuple[str, float], ...] = (
+        ("similar", 0.5),
+        ("shared_tags", 0.5),
+        ("same_entity", 0.5),
+    )
     # A vector hit's rank score is scaled by its cosine mapped linearly from
     # ``min_similarity`` (0: noise, not a seed — top-k always returns something) to
     # ``full_similarity`` (1). None: by model, see core.memory.connections.SEED_RANGES.
@@ -60,6 +65,21 @@ class SearchConfig:
     centre_weight: float = 0.5
     centre_newest: int = 256
     centre_pool: int = 2
+    # Entities the query names (core.memory.entities; "minha irmã", "Julia"): a found
+    # node naming one scores x (1 + ``entity_boost`` x the share of the query's entities
+    # it names), and the mentions of an entity named at most ``entity_rare`` times are
+    # seeds of ``entity_seed`` (a question reaches what the person said about that one).
+    # An entity named ``entity_postings`` times or more (a speaker's own name) tells
+    # nothing apart: none of the three. All three 0: no lookup.
+    entity_boost: float = 0.5
+    entity_seed: float = 0.0
+    # A same_entity edge leaving a node that names the query's entity keeps this share
+    # of its parent's score (not strength x relation weight x hop decay): "minha irmã
+    # Júlia ..." names the sister the query asks about, so "a Júlia marcou a data" is
+    # about her too, one step away, not two hops of chance adjacency.
+    entity_path: float = 0.5
+    entity_postings: int = 200
+    entity_rare: int = 12
 
 
 @dataclass(slots=True)
@@ -135,6 +155,42 @@ class GraphSearcher:
         if centre is not None:
             self._centres[key] = (centre, CENTRE_REUSE)
         return centre
+
+    async def _entity_seeds(
+        self,
+        owner: str,
+        query: str,
+        hits: dict[str, _Hit],
+        scopes: Sequence[str] | None,
+        at: datetime | None,
+    ) -> dict[str, float]:
+        """Seeds the mentions of the rare entities ``query`` names (in ``hits``); returns
+        node id -> share of the query's known entities it names (for the boost)."""
+        cfg = self.config
+        if cfg.entity_boost <= 0 and cfg.entity_seed <= 0 and cfg.entity_path <= 0:
+            return {}
+        mentions = extract_entities(query)
+        if not mentions:
+            return {}
+        # Postings already respect owner, scopes and time.
+        named = await self.graph.entity_mentions(
+            owner,
+            [*mentions.definite, *mentions.tentative],
+            per_entity=cfg.entity_postings,
+            scopes=scopes,
+            at=at,
+        )
+        if not named:
+            return {}
+        named = {e: ids for e, ids in named.items() if len(ids) < cfg.entity_postings}
+        share: dict[str, float] = {}
+        for ids in named.values():
+            for node_id in ids:
+                share[node_id] = share.get(node_id, 0.0) + 1.0 / len(named)
+            if cfg.entity_seed > 0 and len(ids) <= cfg.entity_rare:
+                for node_id in ids:
+                    hits.setdefault(node_id, _Hit(0.0, seed=True)).score += cfg.entity_seed
+        return share
 
     async def search(
         self,
@@ -212,6 +268,7 @@ class GraphSearcher:
         for node_id, prior in (priors or {}).items():
             if prior > 0:
                 hits.setdefault(node_id, _Hit(0.0, seed=True)).score += prior
+        naming = await self._entity_seeds(owner, query, hits, scopes, at)
         if not hits:
             return []
 
@@ -242,7 +299,10 @@ class GraphSearcher:
                 ]:
                     if other == parent:
                         continue
-                    score = parent_score * weight * cfg.hop_decay
+                    if relation == "same_entity" and parent in naming:
+                        score = parent_score * cfg.entity_path
+                    else:
+                        score = parent_score * weight * cfg.hop_decay
                     # Paths, not only nodes: a node reached from several matches gets the
                     # best path's score plus a share of every other path's (it joins
                     # things the query is about: "the dog of my sister").
@@ -263,12 +323,20 @@ class GraphSearcher:
                 if known_hit is None:
                     hits[node_id] = _Hit(score, level, parent, relation)
                     next_frontier.append(node_id)
+                elif known_hit.seed and relation == "same_entity" and parent in naming:
+                    # A weak match that is about the query's entity: the entity's path
+                    # is the better reason, the match adds to it.
+                    high, low = max(known_hit.score, score), min(known_hit.score, score)
+                    known_hit.score = high + cfg.boost_share * low
                 elif known_hit.seed:
                     known_hit.score += cfg.boost_share * score
                 elif score > known_hit.score:
                     known_hit.score, known_hit.depth = score, level
                     known_hit.via, known_hit.relation = parent, relation
             frontier = sorted(next_frontier, key=lambda i: -hits[i].score)[: cfg.expand_seeds]
+        for node_id, share in naming.items():
+            if node_id in hits:
+                hits[node_id].score *= 1.0 + cfg.entity_boost * share
 
         ranked = sorted(
             (i for i in hits if i not in excluded),

@@ -200,8 +200,10 @@ class GraphStore(OwnedData):
         model: str,
         connections: Sequence[Connection] = (),
         announce: bool = False,
+        entities: Sequence[str] = (),
     ) -> bool:
-        """Node, vector, tag postings and outgoing connections in one transaction;
+        """Node, vector, tag postings, entity postings (``entities``: the keys of
+        core.memory.entities) and outgoing connections in one transaction;
         False (and nothing written) when the node is a duplicate. Edges go only to the
         same owner's nodes. ``announce``: tell the other processes (imports)."""
 
@@ -222,6 +224,20 @@ class GraphStore(OwnedData):
         self, owner: str, tags: Sequence[str], *, per_tag: int = 50
     ) -> dict[str, tuple[int, int]]:
         """Recent nodes sharing tags: node id -> (tags in common, its tag count)."""
+
+    @abstractmethod
+    async def entity_mentions(
+        self,
+        owner: str,
+        entities: Sequence[str],
+        *,
+        per_entity: int = 50,
+        scopes: Sequence[str] | None = None,
+        at: datetime | None = None,
+    ) -> dict[str, list[str]]:
+        """The owner's latest nodes naming each entity (in ``scopes``, at or before
+        ``at``): entity -> node ids, newest first, at most ``per_entity`` each. Entities
+        nobody named are left out."""
 
     @abstractmethod
     async def _owner_vectors(self, owner: str) -> OwnerVectors | None:

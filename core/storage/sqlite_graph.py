@@ -186,6 +186,7 @@ class SQLiteGraphStore(GraphStore):
         model: str,
         connections: Sequence[Connection] = (),
         announce: bool = False,
+        entities: Sequence[str] = (),
     ) -> bool:
         """See :meth:`GraphStore.add_node`. ``announce``: record the change for the
         other processes sharing the database, in the same transaction (see
@@ -195,7 +196,7 @@ class SQLiteGraphStore(GraphStore):
         caches, and they are kept up to date here."""
         # Node, vector, tags and edges in one transaction AND one round trip to the
         # database thread: the write lock is held for a single hop per message.
-        rows = NodeWrite.of(node, vector, model, connections)
+        rows = NodeWrite.of(node, vector, model, connections, entities)
         stored = await self.db.run(
             announced(functools.partial(write_node, rows=rows), node.owner, announce=announce)
         )
@@ -296,6 +297,39 @@ class SQLiteGraphStore(GraphStore):
 
         # Bounded by ``per_tag`` rows a tag: a lookup.
         return await self.db.run(read, write=False, lookup=True) if unique else {}
+
+    async def entity_mentions(
+        self,
+        owner: str,
+        entities: Sequence[str],
+        *,
+        per_entity: int = 50,
+        scopes: Sequence[str] | None = None,
+        at: datetime | None = None,
+    ) -> dict[str, list[str]]:
+        unique = list(dict.fromkeys(entities))
+        if not unique or per_entity <= 0 or (scopes is not None and not scopes):
+            return {}
+        allowed = list(dict.fromkeys(scopes)) if scopes is not None else None
+        until = to_ts(at) if at is not None else math.inf
+
+        def read(raw: sqlite3.Connection) -> dict[str, list[str]]:
+            # The latest ``per_entity`` postings of each entity: one index range each.
+            found: dict[str, list[str]] = {}
+            scope_filter = (
+                f" AND scope IN ({','.join('?' * len(allowed))})" if allowed is not None else ""
+            )
+            for entity in unique:
+                rows = raw.execute(
+                    "SELECT node_id FROM graph_entities WHERE owner = ? AND entity = ?"
+                    f" AND ts <= ?{scope_filter} ORDER BY ts DESC LIMIT ?",
+                    (owner, entity, until, *(allowed or ()), per_entity),
+                ).fetchall()
+                if rows:
+                    found[entity] = [r[0] for r in rows]
+            return found
+
+        return await self.db.run(read, write=False, lookup=True)
 
     async def _owner_vectors(self, owner: str) -> OwnerVectors | None:
         cached = self._cache.get(owner)
@@ -585,7 +619,7 @@ class SQLiteGraphStore(GraphStore):
     async def delete_owner(self, owner: str) -> int:
         removed = 0
         async with self.db.transaction() as conn:
-            for table in ("graph_connections", "graph_tags", "graph_embeddings"):
+            for table in ("graph_connections", "graph_tags", "graph_entities", "graph_embeddings"):
                 cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
                 removed += cur.rowcount or 0
             await record_change_in(conn, owner)

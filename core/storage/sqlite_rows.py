@@ -166,6 +166,7 @@ class NodeWrite:
     # [[target, relation, strength, explanation], ...] as JSON: one statement, one step
     # (with ``executemany`` SQLite steps once a row).
     edges_json: str | None
+    entities_json: str | None  # the entity keys, one JSON array
 
     @classmethod
     def of(
@@ -174,8 +175,10 @@ class NodeWrite:
         vector: np.ndarray | None,
         model: str,
         connections: Sequence[Connection],
+        entities: Sequence[str] = (),
     ) -> NodeWrite:
         tags = list(dict.fromkeys(node.tags))
+        named = list(dict.fromkeys(entities))
         edges = [
             [c.node_id, c.relation_type, float(c.strength), c.explanation]
             for c in storable_connections(node, connections)
@@ -188,6 +191,7 @@ class NodeWrite:
             tags_json=json.dumps(tags) if tags else None,
             ntags=len(tags),
             edges_json=json.dumps(edges) if edges else None,
+            entities_json=json.dumps(named) if named else None,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -213,6 +217,12 @@ def write_node(raw: sqlite3.Connection, rows: NodeWrite) -> bool:
             "INSERT OR IGNORE INTO graph_tags(owner, tag, ts, node_id, ntags)"
             " SELECT ?, value, ?, ?, ? FROM json_each(?)",
             (owner, ts, node_id, rows.ntags, rows.tags_json),
+        )
+    if rows.entities_json is not None:
+        raw.execute(
+            "INSERT OR IGNORE INTO graph_entities(owner, entity, ts, node_id, scope)"
+            " SELECT ?, value, ?, ?, ? FROM json_each(?)",
+            (owner, ts, node_id, rows.params.scope, rows.entities_json),
         )
     if rows.edges_json is not None:
         raw.execute(

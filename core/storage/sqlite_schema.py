@@ -229,6 +229,24 @@ GRAPH_MIGRATIONS = [
         END;
         """,
     ),
+    Migration(
+        15,
+        "memory graph: entity postings (people, pets, places a message names)",
+        # One row per entity a node names (core.memory.entities), with the node's scope
+        # and time copied: the latest mentions of an entity in the allowed scopes are one
+        # index range. Deleted with the node (foreign key) and with the owner.
+        """
+        CREATE TABLE graph_entities (
+            owner TEXT NOT NULL,
+            entity TEXT NOT NULL,
+            ts REAL NOT NULL,
+            node_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+            scope TEXT NOT NULL,
+            PRIMARY KEY (owner, entity, ts, node_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX graph_entities_node ON graph_entities(node_id);
+        """,
+    ),
 ]
 
 

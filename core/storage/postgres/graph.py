@@ -11,6 +11,7 @@ English stems, accents removed; see core.storage.postgres.schema)."""
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -43,7 +44,7 @@ from core.storage.vector_cache import OwnerVectors, as_vector, blob
 _EDGE_COLUMNS = "from_id, to_id, relation_type, strength, explanation"
 # $1-$14 the node (core.storage.postgres.nodes.node_args), $15 vector bytes or NULL,
 # $16 its dimension, $17 model, $18 tags, $19-$22 edges (targets, relations, strengths,
-# explanations), $23 whether to announce the change, $24 the channel.
+# explanations), $23 whether to announce the change, $24 the channel, $25 entities.
 ADD_NODE = f"""
 WITH node AS ({INSERT_NODE}),
 vector AS (
@@ -55,6 +56,11 @@ vector AS (
 tags AS (
     INSERT INTO graph_tags(owner, tag, ts, node_id, ntags)
     SELECT $2, t, $5, $1, cardinality($18::text[]) FROM node, unnest($18::text[]) AS t
+    ON CONFLICT DO NOTHING
+),
+entities AS (
+    INSERT INTO graph_entities(owner, entity, ts, node_id, scope)
+    SELECT $2, e, $5, $1, $8 FROM node, unnest($25::text[]) AS e
     ON CONFLICT DO NOTHING
 ),
 edges AS (
@@ -168,6 +174,7 @@ class PgGraphStore(GraphStore):
         model: str,
         connections: Sequence[Connection] = (),
         announce: bool = False,
+        entities: Sequence[str] = (),
     ) -> bool:
         owner = node.owner
         tags = list(dict.fromkeys(node.tags))
@@ -187,6 +194,7 @@ class PgGraphStore(GraphStore):
             [c.explanation for c in edges],
             announce,
             CHANNEL,
+            list(dict.fromkeys(entities)),
         )
         if seq is None:
             return False
@@ -264,6 +272,36 @@ class PgGraphStore(GraphStore):
         for node_id, ntags in rows:
             common, count = found.get(node_id, (0, int(ntags)))
             found[node_id] = (common + 1, count)
+        return found
+
+    async def entity_mentions(
+        self,
+        owner: str,
+        entities: Sequence[str],
+        *,
+        per_entity: int = 50,
+        scopes: Sequence[str] | None = None,
+        at: datetime | None = None,
+    ) -> dict[str, list[str]]:
+        unique = list(dict.fromkeys(entities))
+        if not unique or per_entity <= 0 or (scopes is not None and not scopes):
+            return {}
+        # The latest ``per_entity`` postings of each entity, all entities in one statement.
+        rows = await self.db.fetch(
+            "SELECT q.entity, p.node_id FROM unnest($2::text[]) WITH ORDINALITY AS q(entity, i)"
+            " CROSS JOIN LATERAL (SELECT node_id, ts FROM graph_entities"
+            "  WHERE owner = $1 AND entity = q.entity AND ts <= $3"
+            "  AND ($4::text[] IS NULL OR scope = ANY($4::text[]))"
+            "  ORDER BY ts DESC LIMIT $5) AS p ORDER BY q.i, p.ts DESC",
+            owner,
+            unique,
+            to_ts(at) if at is not None else math.inf,
+            list(scopes) if scopes is not None else None,
+            per_entity,
+        )
+        found: dict[str, list[str]] = {}
+        for entity, node_id in rows:
+            found.setdefault(entity, []).append(node_id)
         return found
 
     async def _owner_vectors(self, owner: str) -> OwnerVectors | None:
@@ -499,7 +537,7 @@ class PgGraphStore(GraphStore):
     async def delete_owner(self, owner: str) -> int:
         removed = 0
         async with self.db.transaction() as conn:
-            for table in ("graph_connections", "graph_tags", "graph_embeddings"):
+            for table in ("graph_connections", "graph_tags", "graph_entities", "graph_embeddings"):
                 removed += affected(
                     await conn.execute(f"DELETE FROM {table} WHERE owner = $1", owner)
                 )

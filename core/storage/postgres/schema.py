@@ -126,6 +126,21 @@ MIGRATIONS = [
         """,
     ),
     Migration(
+        15,
+        "memory graph: entity postings (people, pets, places a message names)",
+        """
+        CREATE TABLE graph_entities (
+            owner TEXT NOT NULL,
+            entity TEXT NOT NULL,
+            ts DOUBLE PRECISION NOT NULL,
+            node_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+            scope TEXT NOT NULL,
+            PRIMARY KEY (owner, entity, ts, node_id)
+        );
+        CREATE INDEX graph_entities_node ON graph_entities(node_id);
+        """,
+    ),
+    Migration(
         30,
         "structured memories with history and full-text search",
         """

@@ -159,6 +159,41 @@ async def test_graph_vectors_edges_and_isolation(storage: Storage) -> None:
         await graph.check_model("another-model", 8)
 
 
+async def test_entity_postings_by_owner_scope_and_time_and_forgotten(storage: Storage) -> None:
+    graph = storage.graph
+    await graph.check_model(MODEL, 8)
+    for node_id, owner, minutes, scope, named in (
+        ("e1", A, 0, "dm", ["julia", "rel:sister"]),
+        ("e2", A, 1, "group-1", ["julia"]),
+        ("e3", A, 2, "dm", ["julia", "floripa"]),
+        ("e4", B, 3, "dm", ["julia"]),
+    ):
+        stored = await graph.add_node(
+            node(node_id, owner, minutes=minutes, scope=scope, chat_id=scope),
+            vector=unit(minutes),
+            model=MODEL,
+            entities=named,
+        )
+        assert stored
+    # A duplicate writes nothing, its entities included.
+    assert not await graph.add_node(node("e3", minutes=2), vector=None, model=MODEL, entities=["x"])
+    assert await graph.entity_mentions(A, ["julia", "rel:sister", "nobody"]) == {
+        "julia": ["e3", "e2", "e1"],
+        "rel:sister": ["e1"],
+    }
+    assert await graph.entity_mentions(A, ["julia"], per_entity=2) == {"julia": ["e3", "e2"]}
+    # Another scope's mentions stay out; so do later ones.
+    assert await graph.entity_mentions(A, ["julia"], scopes=["dm"]) == {"julia": ["e3", "e1"]}
+    assert await graph.entity_mentions(A, ["julia"], scopes=[]) == {}
+    before = T0 + timedelta(minutes=1)
+    assert await graph.entity_mentions(A, ["julia"], at=before) == {"julia": ["e2", "e1"]}
+    assert await graph.entity_mentions(B, ["julia", "floripa"]) == {"julia": ["e4"]}
+    # A forgotten person's mentions go, and only theirs.
+    await storage.forget_owner(A)
+    assert await graph.entity_mentions(A, ["julia", "rel:sister"]) == {}
+    assert await graph.entity_mentions(B, ["julia"]) == {"julia": ["e4"]}
+
+
 async def test_full_text_folds_accents_and_stays_with_its_owner(storage: Storage) -> None:
     graph = storage.graph
     await graph.add_node(
