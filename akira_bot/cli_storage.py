@@ -113,6 +113,12 @@ TABLES = (
         "memory_id, version",
         _verified_at(_HISTORY_COLUMNS.index("verified")),
     ),
+    Table(
+        "profile_counters",
+        ("owner", "kind", "name", "weight", "total", "first_at", "last_at"),
+        ("owner", "kind", "name"),
+        "owner, kind, name",
+    ),
 )
 
 

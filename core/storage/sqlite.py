@@ -15,11 +15,13 @@ from core.storage.schema import Migration
 from core.storage.sqlite_graph import SQLiteGraphStore
 from core.storage.sqlite_memories import SQLiteMemoryStore
 from core.storage.sqlite_nodes import SQLiteNodeStore
+from core.storage.sqlite_profiles import SQLiteProfileStore
 from core.storage.sqlite_schema import (
     CHANGE_MIGRATIONS,
     GRAPH_MIGRATIONS,
     MEMORY_MIGRATIONS,
     NODE_MIGRATIONS,
+    PROFILE_MIGRATIONS,
 )
 from core.storage.sqlite_users import SQLiteUserStore
 
@@ -44,6 +46,9 @@ class SQLiteStorage:
         self.register(self.nodes, NODE_MIGRATIONS)
         self.memories = SQLiteMemoryStore(self.db)
         self.register(self.memories, MEMORY_MIGRATIONS)
+        # What is learned about a person (core.profile), erased whatever is switched on.
+        self.profiles = SQLiteProfileStore(self.db)
+        self.register(self.profiles, PROFILE_MIGRATIONS)
         # Changes other processes made to people's data (see catch_up).
         self.changes = OwnerChanges(self.db)
         self.register(None, CHANGE_MIGRATIONS)
