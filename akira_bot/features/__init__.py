@@ -5,7 +5,9 @@
 - ``emotion``: the detector, the per-person emotional state, the tone in the prompt;
 - ``structured_memories``: /remember's store, its recall in the prompt, extraction;
 - ``user_commands``: /start /help /remember /memories /forget /forgetme /export /mood;
-- ``admin_commands``: /stats /user /verify.
+- ``admin_commands``: /stats /user /verify;
+- ``profile``: learns each person's favourite topics and style, the "about this person"
+  prompt section, /profile.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ MODULES: dict[str, str] = {
     "structured_memories": "akira_bot.features.structured_memory",
     "user_commands": "akira_bot.features.user_commands",
     "admin_commands": "akira_bot.features.admin_commands",
+    "profile": "akira_bot.features.profile",
 }
 
 

@@ -168,7 +168,7 @@ _PROMPT_LINE_RES: tuple[re.Pattern[str], ...] = (
         for template in (RECALL_LINE_FORMAT, RECALL_FELT_LINE_FORMAT)
     ),
     _line_re(RESPONSE_STYLE_FORMAT, {"style": r"[\w\-]{1,40}"}),
-    _line_re(TRAJECTORY_LINE_FORMAT, {"weeks": _NUMBER, "trajectory": r".{1,400}"}),
+    _line_re(TRAJECTORY_LINE_FORMAT, {"days": _NUMBER, "trajectory": r".{1,400}"}),
     _line_re(ABOUT_STYLE_FORMAT, {"style": r".{1,200}"}),
     _line_re(ABOUT_TOPICS_FORMAT, {"topics": r".{1,300}"}),
 )

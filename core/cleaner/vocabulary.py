@@ -39,7 +39,7 @@ RECALL_SPEAKER_PERSON = "They"
 RECALL_FELT_LINE_FORMAT = "- {when}, {who} felt {feeling} and said: {content}"
 #: The person's feelings over the last weeks, one line of the emotional section
 #: (``core.emotion.feelings.trajectory_line``).
-TRAJECTORY_LINE_FORMAT = "Their feelings over the last {weeks} weeks: {trajectory}"
+TRAJECTORY_LINE_FORMAT = "Their feelings over the last {days} days: {trajectory}"
 
 #: The "about this person" section (built-in plugin ``profile``, core.profile.learner).
 ABOUT_STYLE_FORMAT = "Their style (mirror it): {style}"

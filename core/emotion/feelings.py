@@ -9,7 +9,7 @@ the file shows under its own name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from core.cleaner.vocabulary import TRAJECTORY_LINE_FORMAT
@@ -23,7 +23,8 @@ FEELING_WORDS = {
     "confuso": "confused",
     "neutro": "neutral",
 }
-TRAJECTORY_WEEKS = 4
+# The window of the trajectory when the states say nothing longer (see trajectory_days).
+TRAJECTORY_DAYS = 30
 MAX_STEPS = 5  # the line names at most this many changes of feeling, the latest ones
 
 
@@ -41,27 +42,37 @@ def recalled_feeling(
     return feeling_word(label)
 
 
+def trajectory_days(memory_days: Iterable[float]) -> int:
+    """The trajectory's window: as long as the longest a state is remembered (the
+    shipped agressivo, 30 days), so every feeling that still sets the tone is on it."""
+    return int(max(memory_days, default=0)) or TRAJECTORY_DAYS
+
+
 def trajectory_line(
     history: Sequence[EmotionHistoryEntry],
     at: datetime,
     *,
     threshold: float,
-    weeks: int = TRAJECTORY_WEEKS,
+    days: int = TRAJECTORY_DAYS,
 ) -> str | None:
-    """``Their feelings over the last 4 weeks: angry (29 days ago) → sad (7 days ago) →
-    happy (just now)``: the confident readings of the window, a step each time the
-    feeling changed (when it first showed). None when there is nothing but neutral."""
-    since = at - timedelta(weeks=weeks)
+    """``Their feelings over the last 30 days: angry (29 days ago) → sad (7 days ago) →
+    happy (just now)``: the confident non-neutral readings of the window, a step each
+    time the feeling changed (when it first showed). None when there is none."""
+    since = at - timedelta(days=days)
     steps: list[tuple[str, datetime]] = []
     for entry in sorted(history, key=lambda e: e.timestamp):
-        if entry.confidence < threshold or not since <= entry.timestamp <= at:
+        # Neutral readings are no feeling: a plain question between two sad messages
+        # does not break the sadness into two steps.
+        if entry.emotion == NEUTRAL or entry.confidence < threshold:
+            continue
+        if not since <= entry.timestamp <= at:
             continue
         if not steps or steps[-1][0] != entry.emotion:
             steps.append((entry.emotion, entry.timestamp))
-    if all(label == NEUTRAL for label, _ in steps):
+    if not steps:
         return None
     shown = [
         f"{feeling_word(label)} ({ago((at - when).total_seconds(), 'en')})"
         for label, when in steps[-MAX_STEPS:]
     ]
-    return TRAJECTORY_LINE_FORMAT.format(weeks=weeks, trajectory=" → ".join(shown))
+    return TRAJECTORY_LINE_FORMAT.format(days=days, trajectory=" → ".join(shown))

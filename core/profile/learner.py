@@ -55,6 +55,8 @@ class ProfileLearner:
         counts = [
             ProfileCount(TOPIC if tag in self.topics else TAG, tag, weight, 1.0, at)
             for tag in dict.fromkeys(tags)
+            # A keyword of a topic ("trabalho" of work) is counted as that topic.
+            if tag in self.topics or not self.tagger.keyword_topics([tag])
         ]
         sample = measure(node.content)
         counts += [
@@ -75,6 +77,17 @@ class ProfileLearner:
             by_owner[node.owner].extend(self.counts(node))
         for owner, counts in by_owner.items():
             await self.store.add(owner, _merged(counts))
+
+    def topic_label(self, name: str, language: str | None) -> str:
+        """A topic as a person reads it: a taxonomy topic's first word in ``language``
+        (its description starts "trabalho, ...; work, ..."), else the tag itself."""
+        for topic in self.tagger.topics:
+            if topic.name == name:
+                pt, _, en = topic.description.partition(";")
+                part = pt if (language or "pt") == "pt" or not en.strip() else en
+                word = part.split(",")[0].strip()
+                return word or name.replace("_", " ")
+        return name.replace("_", " ")
 
     async def profile(self, owner: str, *, at: datetime | None = None) -> PersonProfile:
         """The person's profile as of ``at`` (a message's ``sent_at``; default their
@@ -106,15 +119,15 @@ def _merged(counts: Sequence[ProfileCount]) -> list[ProfileCount]:
     return list(merged.values())
 
 
-def about_section(profile: PersonProfile) -> str | None:
-    """The "about this person" prompt text: the style to mirror and the topics they care
-    about; None when nothing is known yet."""
+def about_section(profile: PersonProfile, *, topics: bool = True) -> str | None:
+    """The "about this person" prompt text: the style to mirror and (with ``topics``) the
+    topics they care about; None when nothing is known yet."""
     lines = []
     traits = profile.style.traits()
     if traits:
         style = describe_traits(traits, profile.style.languages)
         lines.append(ABOUT_STYLE_FORMAT.format(style=style))
-    if profile.favorite_topics:
+    if topics and profile.favorite_topics:
         topics = ", ".join(t.label for t in profile.favorite_topics)
         lines.append(ABOUT_TOPICS_FORMAT.format(topics=topics))
     return "\n".join(lines) or None

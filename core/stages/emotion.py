@@ -27,7 +27,7 @@ from core.emotion import (
     current_tone,
 )
 from core.emotion.encoders import CombinedEmbedder
-from core.emotion.feelings import trajectory_line
+from core.emotion.feelings import trajectory_days, trajectory_line
 from core.emotion.llm_judge import LLMDetector, LLMJudge, combine
 from core.pipeline import CallNext, PromptSection, TurnContext
 from core.storage.api import Storage
@@ -257,7 +257,11 @@ async def settle(ctx: TurnContext, tracker: EmotionTracker, reading: EmotionRead
     else:
         ctx.extras["emotion"] = reading
         ctx.extras["tone"] = tone
+        rules = tracker.rules
         trajectory = trajectory_line(
-            state.emotion_history, at, threshold=tracker.rules.confidence_threshold
+            state.emotion_history,
+            at,
+            threshold=rules.confidence_threshold,
+            days=trajectory_days(rules.memory_days.values()),
         )
         ctx.sections.append(tracker.section(tone, ctx.language, trajectory=trajectory))
