@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from akira_bot.testing import BotTester
+from core.i18n import t
 from tests.postgres import postgres_database
 
 DAY1 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -124,7 +125,7 @@ async def test_switched_off_the_profile_learns_nothing_and_has_no_command() -> N
         assert "## About this person" not in bot.last_system_prompt
         assert await bot.engine.storage.profiles.counters("console:42") == []
         (reply,) = await bot.send("/profile", at=DAY30)
-        assert "/profile" not in reply.text or "não" in reply.text.lower()
+        assert reply.text == t("unknown_command", "pt", name="profile")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
