@@ -27,9 +27,7 @@ def style_words(profile: PersonProfile, language: str | None) -> str:
 
 
 def topic_words(profile: PersonProfile, language: str | None, label: TopicLabel) -> str:
-    return ", ".join(
-        f"{label(t.name, language)} ({t.mentions})" for t in profile.favorite_topics
-    )
+    return ", ".join(f"{label(t.name, language)} ({t.mentions})" for t in profile.favorite_topics)
 
 
 def profile_text(

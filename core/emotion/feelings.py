@@ -32,9 +32,7 @@ def feeling_word(label: str) -> str:
     return FEELING_WORDS.get(label, label.replace("_", " "))
 
 
-def recalled_feeling(
-    label: str | None, score: float | None, *, threshold: float
-) -> str | None:
+def recalled_feeling(label: str | None, score: float | None, *, threshold: float) -> str | None:
     """The feeling a recalled message carries: its stored emotion when confidently read
     and not neutral, else None (the line then says only what was said)."""
     if not label or label == NEUTRAL or (score is not None and score < threshold):

@@ -24,7 +24,6 @@ from core.storage.profile_records import ProfileCount
 from core.storage.records import MemoryNode, NodeType
 
 
-
 class ProfileLearner:
     """Adds what each message says to the person's counters and reads the profile back.
 
@@ -128,6 +127,6 @@ def about_section(profile: PersonProfile, *, topics: bool = True) -> str | None:
         style = describe_traits(traits, profile.style.languages)
         lines.append(ABOUT_STYLE_FORMAT.format(style=style))
     if topics and profile.favorite_topics:
-        topics = ", ".join(t.label for t in profile.favorite_topics)
-        lines.append(ABOUT_TOPICS_FORMAT.format(topics=topics))
+        named = ", ".join(t.label for t in profile.favorite_topics)
+        lines.append(ABOUT_TOPICS_FORMAT.format(topics=named))
     return "\n".join(lines) or None

@@ -191,7 +191,9 @@ def describe_traits(traits: list[str], languages: list[str]) -> str:
     return text
 
 
-def describe_style(style: dict[str, float], languages: dict[str, float], messages: int) -> CommunicationStyle:
+def describe_style(
+    style: dict[str, float], languages: dict[str, float], messages: int
+) -> CommunicationStyle:
     """The style from the person's decayed ``style`` and ``language`` counters (name ->
     weight) and the plain number of messages measured."""
     total = style.get("messages", 0.0)

@@ -264,9 +264,7 @@ def recall_line(ctx: TurnContext, node: MemoryNode) -> str:
     threshold = tracker.rules.confidence_threshold if tracker is not None else 0.5
     feeling = recalled_feeling(node.emotion, node.emotion_score, threshold=threshold)
     if feeling is None:
-        return RECALL_LINE_FORMAT.format(
-            when=when, who=RECALL_SPEAKER_PERSON, content=node.content
-        )
+        return RECALL_LINE_FORMAT.format(when=when, who=RECALL_SPEAKER_PERSON, content=node.content)
     return RECALL_FELT_LINE_FORMAT.format(
         when=when, who=RECALL_SPEAKER_PERSON, feeling=feeling, content=node.content
     )

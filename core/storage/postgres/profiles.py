@@ -60,4 +60,6 @@ class PgProfileStore(ProfileStore):
         return [NodeIndexEntry(str(r["type"]), str(r["period"]), int(r["n"])) for r in rows]
 
     async def delete_owner(self, owner: str) -> int:
-        return affected(await self.db.execute("DELETE FROM profile_counters WHERE owner = $1", owner))
+        return affected(
+            await self.db.execute("DELETE FROM profile_counters WHERE owner = $1", owner)
+        )

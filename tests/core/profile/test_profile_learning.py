@@ -64,7 +64,8 @@ async def test_replayed_in_any_order_the_profile_is_the_same(tmp_path: Path) -> 
             await learner.learn(_node(i, text, at, "console:live"))
         # An import of the same history, newest first, in one batch.
         await learner.learn_many(
-            _node(i, text, at, "console:import") for i, (at, text) in reversed(list(enumerate(MESSAGES)))
+            _node(i, text, at, "console:import")
+            for i, (at, text) in reversed(list(enumerate(MESSAGES)))
         )
         at = T0 + timedelta(days=29)
         live = await learner.profile("console:live", at=at)
@@ -95,9 +96,7 @@ async def test_old_interests_fade_and_the_bots_turns_teach_nothing(tmp_path: Pat
         later = await learner.profile("console:a", at=T0 + timedelta(days=120))
         assert later.favorite_topics == []
         assert later.style.known  # style is a share of messages: it does not fade away
-        assert await learner.profile("console:nobody") == (
-            await learner.profile("console:nobody")
-        )
+        assert await learner.profile("console:nobody") == (await learner.profile("console:nobody"))
         assert (await learner.profile("console:nobody")).empty
 
 
