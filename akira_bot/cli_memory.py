@@ -61,9 +61,9 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
             args.user, args.query, scopes=None, limit=args.limit
         )
         graph = engine.storage.graph
-        # The design's MemoryNode carries its connections: their count here (outgoing
-        # edges, as the graph stores them); `memory export` lists them in full.
-        connections = [len(await graph.connections_of(args.user, i.node.id)) for i in recall.nodes]
+        # The design's MemoryNode carries its connections: their count here (edges in
+        # either direction); `memory export` lists them in full.
+        connections = [len(await graph.edges(args.user, [i.node.id])) for i in recall.nodes]
     results = [
         {
             "id": item.node.id,

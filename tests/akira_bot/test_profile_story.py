@@ -10,12 +10,15 @@ import json
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from akira_bot.history_import import import_history
 from akira_bot.testing import BotTester
 from core.i18n import t
+from core.profile import ProfileLearner
 from tests.postgres import postgres_database
 
 DAY1 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -169,3 +172,29 @@ async def test_profile_is_exported_and_forgotten(backend: dict[str, Any]) -> Non
         (again,) = await bot.send("/export", at=DAY30)
         assert again.attachment is not None
         assert "learned_profile" not in json.loads(again.attachment.data)
+
+
+async def test_an_imported_history_teaches_the_same_profile_as_the_live_one(
+    tmp_path: Path,
+) -> None:
+    """``akira-bot memory import`` learns from each imported message, at its own time:
+    the story imported for one person gives the profile the live story gave another.
+    Importing the file twice adds nothing."""
+    history = tmp_path / "history.jsonl"
+    history.write_text(
+        "\n".join(
+            json.dumps({"user": "console:9", "text": text, "timestamp": at.isoformat(), "id": i})
+            for i, (at, text) in enumerate([*STORY, LAST])
+        ),
+        encoding="utf-8",
+    )
+    async with BotTester(script=lambda *_: "Entendo.", settings=SETTINGS) as bot:
+        await _tell_story(bot)
+        for _ in range(2):
+            await import_history(bot.engine.services, history, fmt="jsonl")
+        learner = bot.engine.services.require(ProfileLearner)
+        live = await learner.profile("console:42", at=DAY30)
+        imported = await learner.profile("console:9", at=DAY30)
+    assert imported.to_dict() == live.to_dict()
+    assert imported.favorite_topics[0].name == "work"
+    assert imported.style.messages == 6
