@@ -18,7 +18,15 @@ from core.cleaner.vocabulary import ABOUT_STYLE_FORMAT, ABOUT_TOPICS_FORMAT
 from core.memory.tags import Tagger, content_words
 from core.profile.decay import forward_weight
 from core.profile.style import describe_traits, measure
-from core.profile.summary import LANGUAGE, STYLE, TAG, TOPIC, PersonProfile, summarise
+from core.profile.summary import (
+    LANGUAGE,
+    MIN_TAG_MENTIONS,
+    STYLE,
+    TAG,
+    TOPIC,
+    PersonProfile,
+    summarise,
+)
 from core.storage.api import ProfileStore
 from core.storage.profile_records import ProfileCount
 from core.storage.records import MemoryNode, NodeType
@@ -91,7 +99,7 @@ class ProfileLearner:
     async def profile(self, owner: str, *, at: datetime | None = None) -> PersonProfile:
         """The person's profile as of ``at`` (a message's ``sent_at``; default their
         latest learned message)."""
-        counters = await self.store.counters(owner)
+        counters = await self.store.counters(owner, min_tag_total=MIN_TAG_MENTIONS)
         return summarise(
             counters, half_life_days=self.half_life_days, at=at, max_topics=self.max_topics
         )

@@ -444,8 +444,12 @@ class ProfileStore(OwnedData):
         """Add every count to its counter (created at zero), in one transaction."""
 
     @abstractmethod
-    async def counters(self, owner: str, kind: str | None = None) -> list[ProfileCounter]:
-        """The owner's counters (of ``kind``, if given), by kind then name."""
+    async def counters(
+        self, owner: str, kind: str | None = None, *, min_tag_total: float = 0.0
+    ) -> list[ProfileCounter]:
+        """The owner's counters (of ``kind``, if given), by kind then name. Keyword tags
+        (kind ``tag``) added fewer than ``min_tag_total`` times are left out: a person
+        gathers many once-said keywords, which the prompt does not need each turn."""
 
     @abstractmethod
     async def node_index(self, owner: str) -> list[NodeIndexEntry]:

@@ -44,14 +44,15 @@ class SQLiteProfileStore(ProfileStore):
             # commit with other people's writes.
             await self.db.run(functools.partial(_add_rows, rows=[c.row(owner) for c in counts]))
 
-    async def counters(self, owner: str, kind: str | None = None) -> list[ProfileCounter]:
-        sql = "SELECT kind, name, weight, total, first_at, last_at FROM profile_counters"
-        if kind is None:
-            rows = await self.db.fetchall(f"{sql} WHERE owner = ? ORDER BY kind, name", (owner,))
-        else:
-            rows = await self.db.fetchall(
-                f"{sql} WHERE owner = ? AND kind = ? ORDER BY name", (owner, kind)
-            )
+    async def counters(
+        self, owner: str, kind: str | None = None, *, min_tag_total: float = 0.0
+    ) -> list[ProfileCounter]:
+        rows = await self.db.fetchall(
+            "SELECT kind, name, weight, total, first_at, last_at FROM profile_counters"
+            " WHERE owner = ? AND (? IS NULL OR kind = ?) AND (kind <> 'tag' OR total >= ?)"
+            " ORDER BY kind, name",
+            (owner, kind, kind, min_tag_total),
+        )
         return [counter_from_row(row) for row in rows]
 
     async def node_index(self, owner: str) -> list[NodeIndexEntry]:

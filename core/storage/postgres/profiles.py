@@ -40,14 +40,18 @@ class PgProfileStore(ProfileStore):
         async with self.db.transaction() as conn:
             await conn.executemany(_ADD, rows)
 
-    async def counters(self, owner: str, kind: str | None = None) -> list[ProfileCounter]:
-        sql = "SELECT kind, name, weight, total, first_at, last_at FROM profile_counters"
-        if kind is None:
-            rows = await self.db.fetch(f"{sql} WHERE owner = $1 ORDER BY kind, name", owner)
-        else:
-            rows = await self.db.fetch(
-                f"{sql} WHERE owner = $1 AND kind = $2 ORDER BY name", owner, kind
-            )
+    async def counters(
+        self, owner: str, kind: str | None = None, *, min_tag_total: float = 0.0
+    ) -> list[ProfileCounter]:
+        rows = await self.db.fetch(
+            "SELECT kind, name, weight, total, first_at, last_at FROM profile_counters"
+            " WHERE owner = $1 AND ($2::text IS NULL OR kind = $2)"
+            " AND (kind <> 'tag' OR total >= $3)"
+            " ORDER BY kind, name",
+            owner,
+            kind,
+            min_tag_total,
+        )
         return [counter_from_row(row) for row in rows]
 
     async def node_index(self, owner: str) -> list[NodeIndexEntry]:

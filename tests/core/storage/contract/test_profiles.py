@@ -39,6 +39,8 @@ async def test_counters_add_up_per_owner(storage: Storage) -> None:
     # First and last times whatever order the messages came in (an import of older ones).
     assert (work.first_at, work.last_at) == (T0 - timedelta(days=2), T0 + timedelta(days=3))
     assert [c.name for c in await profiles.counters(A, "topic")] == ["food", "work"]
+    # Once-said keywords can be left out; other kinds are kept whatever their count.
+    assert [c.name for c in await profiles.counters(A, min_tag_total=2)] == ["food", "work"]
     assert [(c.name, c.total) for c in await profiles.counters(B)] == [("work", 1.0)]
 
 
