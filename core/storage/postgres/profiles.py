@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from core.storage.api import ProfileStore
 from core.storage.postgres.database import PgDatabase, affected
@@ -15,10 +16,13 @@ from core.storage.profile_records import (
 )
 
 # Adds, never replaces: the row lock the UPSERT takes orders concurrent additions, and
-# each adds to what the other committed.
+# each adds to what the other committed. One statement for all of a message's counters
+# (one round trip), in key order so two transactions lock shared rows in the same order.
 _ADD = (
     "INSERT INTO profile_counters(owner, kind, name, weight, total, first_at, last_at)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+    " SELECT $1, kind, name, weight, total, first_at, last_at FROM unnest("
+    "  $2::text[], $3::text[], $4::float8[], $5::float8[], $6::float8[], $7::float8[]"
+    " ) AS added(kind, name, weight, total, first_at, last_at) ORDER BY kind, name"
     " ON CONFLICT (owner, kind, name) DO UPDATE SET"
     "  weight = profile_counters.weight + EXCLUDED.weight,"
     "  total = profile_counters.total + EXCLUDED.total,"
@@ -27,18 +31,29 @@ _ADD = (
 )
 
 
+def _summed(rows: list[tuple[str, str, str, float, float, float, float]]) -> list[list[Any]]:
+    """One row per counter (an UPSERT may not touch a row twice), as the statement's
+    columns: kinds, names, weights, totals, first and last times."""
+    by_key: dict[tuple[str, str], list[Any]] = {}
+    for _owner, kind, name, weight, total, first, last in rows:
+        seen = by_key.get((kind, name))
+        if seen is None:
+            by_key[(kind, name)] = [kind, name, weight, total, first, last]
+        else:
+            seen[2] += weight
+            seen[3] += total
+            seen[4], seen[5] = min(seen[4], first), max(seen[5], last)
+    return [list(column) for column in zip(*by_key.values(), strict=True)]
+
+
 class PgProfileStore(ProfileStore):
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
 
     async def add(self, owner: str, counts: Sequence[ProfileCount]) -> None:
-        if not counts:
-            return
-        # Sorted, so two transactions adding to the same counters lock them in one order
-        # (no deadlock between two processes learning from one person).
-        rows = sorted(c.row(owner) for c in counts)
-        async with self.db.transaction() as conn:
-            await conn.executemany(_ADD, rows)
+        if counts:
+            columns = _summed([c.row(owner) for c in counts])
+            await self.db.execute(_ADD, owner, *columns)
 
     async def counters(
         self, owner: str, kind: str | None = None, *, min_tag_total: float = 0.0

@@ -29,6 +29,8 @@ async def test_counters_add_up_per_owner(storage: Storage) -> None:
     await profiles.add(A, [topic("work", T0 - timedelta(days=2)), topic("bolo", T0, "tag")])
     await profiles.add(B, [topic("work", T0)])
     await profiles.add(A, [])  # nothing to add is no error
+    # One counter twice in one addition (an import's batch) counts twice.
+    await profiles.add(B, [topic("sleep", T0), topic("sleep", T0 + timedelta(hours=1))])
 
     counters = {(c.kind, c.name): c for c in await profiles.counters(A)}
     assert list(counters) == [("tag", "bolo"), ("topic", "food"), ("topic", "work")]
@@ -41,7 +43,10 @@ async def test_counters_add_up_per_owner(storage: Storage) -> None:
     assert [c.name for c in await profiles.counters(A, "topic")] == ["food", "work"]
     # Once-said keywords can be left out; other kinds are kept whatever their count.
     assert [c.name for c in await profiles.counters(A, min_tag_total=2)] == ["food", "work"]
-    assert [(c.name, c.total) for c in await profiles.counters(B)] == [("work", 1.0)]
+    assert [(c.name, c.total) for c in await profiles.counters(B)] == [
+        ("sleep", 2.0),
+        ("work", 1.0),
+    ]
 
 
 async def test_two_processes_adding_at_once_lose_nothing(opener: Opener, storage: Storage) -> None:
