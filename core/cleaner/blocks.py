@@ -167,6 +167,20 @@ _PROMPT_LINE_RES: tuple[re.Pattern[str], ...] = (
         )
         for template in (RECALL_LINE_FORMAT, RECALL_FELT_LINE_FORMAT)
     ),
+    # A recalled turn cut short after its speaker ("- 7 days ago, They felt angry and"):
+    # what is left of a line when an echo is split into pieces (a base64 run wrapped
+    # over lines, each decoded alone). Only the engine's own English times ("N days ago",
+    # "just now") and its case-sensitive speakers, so a person's bullet is not one.
+    _line_re(
+        "- {when}, {who}{rest}",
+        {
+            "when": r"(?:\d{1,4} (?:minute|hour|day|month|year)s? ago|just now)",
+            "who": "(?-i:"
+            + "|".join(re.escape(w) for w in (RECALL_SPEAKER_BOT, RECALL_SPEAKER_PERSON))
+            + r")\b",
+            "rest": r"(?: .*)?",
+        },
+    ),
     _line_re(RESPONSE_STYLE_FORMAT, {"style": r"[\w\-]{1,40}"}),
     _line_re(TRAJECTORY_LINE_FORMAT, {"days": _NUMBER, "trajectory": r".{1,400}"}),
     _line_re(ABOUT_STYLE_FORMAT, {"style": r".{1,200}"}),

@@ -5,6 +5,8 @@ other prompt lines (core.cleaner.blocks)."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from core.cleaner import (
@@ -15,7 +17,9 @@ from core.cleaner import (
     RECALL_SPEAKER_PERSON,
     SECTION_HEADER_FORMAT,
     TRAJECTORY_LINE_FORMAT,
+    PromptInstructions,
     clean_reply,
+    guard_reply,
     is_prompt_block_line,
     neutralise_user_text,
 )
@@ -68,3 +72,21 @@ def test_a_person_writing_them_is_quoted(line: str) -> None:
 def test_ordinary_sentences_are_kept(text: str) -> None:
     assert not is_prompt_block_line(text)
     assert clean_reply(text).text == text
+
+
+@pytest.mark.parametrize(
+    "piece",
+    [
+        # The end of the "About this person" section and the next section's header.
+        "writes in Portuguese and English\n\n## Structured memories\n",
+        # A title's second half and a felt line cut before "said".
+        "ember about this person\n- 7 days ago, They felt angry and ",
+    ],
+)
+def test_a_base64_piece_of_the_prompt_is_removed(piece: str) -> None:
+    """An echo in base64 wrapped over lines is decoded a line at a time: a line may hold
+    the end of one of the new lines and a header, or a felt line cut short."""
+    encoded = base64.b64encode(piece.encode()).decode()
+    instructions = PromptInstructions(titles=("About this person", "Structured memories"))
+    guarded = guard_reply(f"Claro!\n{encoded}\nComo foi o seu dia hoje?", instructions)
+    assert guarded.text.split() == ["Claro!", "Como", "foi", "o", "seu", "dia", "hoje?"]
