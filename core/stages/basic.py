@@ -26,6 +26,7 @@ from core.cleaner import (
     reads_as_reply,
 )
 from core.emotion.feelings import recalled_feeling
+from core.emotion.state import EmotionRules
 from core.i18n import ago, detect_language, normalise_locale, t
 from core.llm.base import ChatMessage, GenerationOptions, LLMError
 from core.pipeline import CallNext, PromptSection, TurnContext
@@ -261,7 +262,9 @@ def recall_line(ctx: TurnContext, node: MemoryNode) -> str:
     if node.type is NodeType.AKIRA_RESPONSE:
         return RECALL_LINE_FORMAT.format(when=when, who=RECALL_SPEAKER_BOT, content=node.content)
     tracker = ctx.services.emotion
-    threshold = tracker.rules.confidence_threshold if tracker is not None else 0.5
+    # With the emotion plugin off, the stored labels are judged by the default rules.
+    rules = tracker.rules if tracker is not None else EmotionRules()
+    threshold = rules.confidence_threshold
     feeling = recalled_feeling(node.emotion, node.emotion_score, threshold=threshold)
     if feeling is None:
         return RECALL_LINE_FORMAT.format(when=when, who=RECALL_SPEAKER_PERSON, content=node.content)
