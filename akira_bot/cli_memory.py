@@ -60,6 +60,10 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         recall = await engine.services.memory.recall(
             args.user, args.query, scopes=None, limit=args.limit
         )
+        graph = engine.storage.graph
+        # The design's MemoryNode carries its connections: their count here (edges in
+        # either direction); `memory export` lists them in full.
+        connections = [len(await graph.edges(args.user, [i.node.id])) for i in recall.nodes]
     results = [
         {
             "id": item.node.id,
@@ -67,14 +71,17 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
             "timestamp": item.node.timestamp.isoformat(),
             "type": item.node.type.value,
             "content": item.node.content,
+            "tags": item.node.tags,
+            "emotion": item.node.emotion,
+            "emotion_score": item.node.emotion_score,
+            "connections": linked,
             "score": round(item.score, 4),
             "reason": item.reason,
             "depth": item.depth,
             "chat_id": item.node.chat_id,
             "scope": item.node.scope,
-            "tags": item.node.tags,
         }
-        for item in recall.nodes
+        for item, linked in zip(recall.nodes, connections, strict=True)
     ]
     if args.json:
         _print_json({"user": args.user, "query": args.query, "results": results})
@@ -88,7 +95,11 @@ async def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         who = "AKIRA" if found.type.value == "akira_response" else "user"
         when = found.timestamp.isoformat()[:16].replace("T", " ")
         print(f"{i:>2}. [{when} UTC] {who}: {found.content}")
-        print(f"    score {item.score:.3f}, {item.reason}; tags: {', '.join(found.tags) or '-'}")
+        feeling = f"; emotion: {found.emotion}" if found.emotion else ""
+        print(
+            f"    score {item.score:.3f}, {item.reason}; tags: {', '.join(found.tags) or '-'}"
+            f"{feeling}"
+        )
     return 0
 
 

@@ -138,6 +138,12 @@ TABLES = (
         ("id",),
         "rowid",
     ),
+    Table(
+        "profile_counters",
+        ("owner", "kind", "name", "weight", "total", "first_at", "last_at"),
+        ("owner", "kind", "name"),
+        "owner, kind, name",
+    ),
 )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.cleaner import fix_unicode
+from core.profile import ProfileLearner
 from core.services import Services
 from core.stages.basic import new_node_id
 from core.storage.records import MemoryNode, NodeType
@@ -407,6 +408,7 @@ async def import_history(
         summary.per_user.update(n.owner for n in nodes)
         return summary
     tracker = services.emotion
+    learner = services.get(ProfileLearner)
     first_seen: dict[str, datetime] = {}
     for node in nodes:  # time order: the first node of an owner is their earliest
         first_seen.setdefault(node.owner, node.timestamp)
@@ -438,6 +440,9 @@ async def import_history(
         if tracker:
             for owner, items in fresh_readings.items():
                 await tracker.update_many(owner, items, announce=True)
+        if learner is not None:
+            # The profile learns from imported messages as from live ones (their own times).
+            await learner.learn_many(n for n, ok in zip(batch, stored, strict=True) if ok)
         if progress:
             progress(start + len(chunk), len(nodes))
     return summary

@@ -93,6 +93,16 @@ class MemorySettings(_Section):
     extraction_concurrency: int = Field(default=2, ge=1, le=32)
 
 
+class ProfileSettings(_Section):
+    """What the built-in plugin ``profile`` learns about each person (core.profile)."""
+
+    # Interests and style fade: a message counts half after this many days of message
+    # time, a quarter after twice as many (at least 7: see core.profile.decay).
+    half_life_days: float = Field(default=30.0, ge=7, le=3650)
+    # Favourite topics shown in the prompt, /profile and the export.
+    max_topics: int = Field(default=5, ge=1, le=20)
+
+
 class StorageSettings(_Section):
     # sqlite: one file in AKIRA_DATA_DIR (the default; no server). postgres: a PostgreSQL
     # database that several bot processes, on one host or many, share (docs/storage.md).
@@ -128,7 +138,7 @@ class StorageSettings(_Section):
 
 
 BuiltinName = Literal[
-    "emotion", "structured_memories", "user_commands", "admin_commands", "feedback"
+    "emotion", "structured_memories", "user_commands", "admin_commands", "feedback", "profile"
 ]
 # The built-in plugins (modules akira_bot.features.<name>), in the order they are set up.
 BUILTINS: tuple[BuiltinName, ...] = get_args(BuiltinName)
@@ -224,6 +234,7 @@ class Settings(_AkiraSources):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     emotion: EmotionSettings = Field(default_factory=EmotionSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    profile: ProfileSettings = Field(default_factory=ProfileSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     bot: BotSettings = Field(default_factory=BotSettings)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
+from akira_bot.commands.profile import admin_profile_text
 from akira_bot.commands.texts import state_name, tr
 from akira_bot.commands.user import memories_service, read_mood
 from core.commands import CommandHandler, CommandResult, CommandRouter, UsageError
 from core.i18n import ago
 from core.pipeline import TurnContext
+from core.profile import ProfileLearner
 from core.services import Services
 from core.storage.feedback_records import FeedbackTotals
 from core.types import CommandSpec, Reply, ReplyKind, parse_user_key, utcnow
@@ -162,6 +164,11 @@ async def user(ctx: TurnContext, args: str) -> CommandResult:
         expired=counts.expired,
         emotion=mood_text,
     )
+    # The learned profile (built-in plugin profile), when that plugin is on.
+    learner = services.get(ProfileLearner)
+    if learner is not None:
+        learned = await learner.profile(key, at=at)
+        text += "\n" + admin_profile_text(learned, ctx.language, learner.topic_label)
     return Reply(text, ReplyKind.COMMAND, private=True)
 
 

@@ -332,6 +332,31 @@ TEXTS: Mapping[str, Mapping[str, str]] = {
         "pt": "Essa memória já estava verificada ({category}/{key} de {owner}).",
         "en": "That memory was already verified ({category}/{key} of {owner}).",
     },
+    # /profile (built-in plugin profile) and its part of /user
+    "profile_empty": {
+        "pt": "Ainda não aprendi muito sobre você: converse comigo um pouco primeiro.",
+        "en": "I haven't learned much about you yet: chat with me a little first.",
+    },
+    "profile_header": {"pt": "O que aprendi sobre você:", "en": "What I've learned about you:"},
+    "profile_topics": {
+        "pt": "Assuntos de que você gosta: {topics}",
+        "en": "Topics you care about: {topics}",
+    },
+    "profile_style": {"pt": "Seu jeito de escrever: {style}", "en": "How you write: {style}"},
+    "profile_messages": {
+        "pt": "Mensagens suas que guardo: {messages} (desde {since})",
+        "en": "Messages of yours I keep: {messages} (since {since})",
+    },
+    "profile_footer": {
+        "pt": "Aprendo isso das suas mensagens, e o que é antigo vai perdendo peso. "
+        "/export mostra tudo; /forgetme apaga.",
+        "en": "I learn this from your messages, and older ones count less and less. "
+        "/export shows it all; /forgetme erases it.",
+    },
+    "user_profile": {
+        "pt": "Assuntos favoritos: {topics}\nEstilo: {style}",
+        "en": "Favourite topics: {topics}\nStyle: {style}",
+    },
 }
 
 # Emotional state names (the states file uses Portuguese names) as shown to people.
@@ -341,6 +366,21 @@ STATE_NAMES: Mapping[str, Mapping[str, str]] = {
     "triste": {"pt": "triste", "en": "sad"},
     "confuso": {"pt": "confuso(a)", "en": "confused"},
     "neutro": {"pt": "neutro", "en": "neutral"},
+}
+
+
+# Communication-style traits (core.profile.style) and languages, as shown to people.
+PROFILE_TRAITS: Mapping[str, Mapping[str, str]] = {
+    "short": {"pt": "mensagens curtas", "en": "short messages"},
+    "medium": {"pt": "mensagens médias", "en": "medium-length messages"},
+    "long": {"pt": "mensagens longas", "en": "long messages"},
+    "formal": {"pt": "formal", "en": "formal"},
+    "informal": {"pt": "informal", "en": "informal"},
+    "emoji": {"pt": "usa emoji", "en": "uses emoji"},
+    "slang": {"pt": "usa gírias", "en": "uses slang"},
+    "questions": {"pt": "faz muitas perguntas", "en": "asks many questions"},
+    "pt": {"pt": "escreve em português", "en": "writes in Portuguese"},
+    "en": {"pt": "escreve em inglês", "en": "writes in English"},
 }
 
 

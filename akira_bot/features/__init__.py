@@ -7,6 +7,8 @@
 - ``user_commands``: /start /help /remember /memories /forget /forgetme /export /mood;
 - ``admin_commands``: /stats /user /verify;
 - ``feedback``: thumbs up / down reactions to replies, stored as feedback on the turn.
+- ``profile``: learns each person's favourite topics and style, the "about this person"
+  prompt section, /profile.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ MODULES: dict[str, str] = {
     "user_commands": "akira_bot.features.user_commands",
     "admin_commands": "akira_bot.features.admin_commands",
     "feedback": "akira_bot.features.feedback",
+    "profile": "akira_bot.features.profile",
 }
 
 

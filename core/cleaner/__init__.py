@@ -39,10 +39,14 @@ from core.cleaner.patterns import contains_internal_marker
 from core.cleaner.reply import CleanedReply, clean_reply
 from core.cleaner.unicode import fix_unicode
 from core.cleaner.vocabulary import (
+    ABOUT_SECTION_TITLE,
+    ABOUT_STYLE_FORMAT,
+    ABOUT_TOPICS_FORMAT,
     ECHO_LABELS,
     EMOTION_SECTION_TITLE,
     HISTORY_SECTION_TITLE,
     PROMPT_SECTION_HEADERS,
+    RECALL_FELT_LINE_FORMAT,
     RECALL_LINE_FORMAT,
     RECALL_SECTION_TITLE,
     RECALL_SPEAKER_BOT,
@@ -55,14 +59,19 @@ from core.cleaner.vocabulary import (
     STRUCTURED_RECALL_HEADER,
     STRUCTURED_SECTION_TITLE,
     STRUCTURED_UNVERIFIED_NOTE,
+    TRAJECTORY_LINE_FORMAT,
 )
 
 __all__ = [
+    "ABOUT_SECTION_TITLE",
+    "ABOUT_STYLE_FORMAT",
+    "ABOUT_TOPICS_FORMAT",
     "CANARY_FORMAT",
     "ECHO_LABELS",
     "EMOTION_SECTION_TITLE",
     "HISTORY_SECTION_TITLE",
     "PROMPT_SECTION_HEADERS",
+    "RECALL_FELT_LINE_FORMAT",
     "RECALL_LINE_FORMAT",
     "RECALL_SECTION_TITLE",
     "RECALL_SPEAKER_BOT",
@@ -75,6 +84,7 @@ __all__ = [
     "STRUCTURED_RECALL_HEADER",
     "STRUCTURED_SECTION_TITLE",
     "STRUCTURED_UNVERIFIED_NOTE",
+    "TRAJECTORY_LINE_FORMAT",
     "CleanedReply",
     "GuardedReply",
     "PromptInstructions",

@@ -11,8 +11,11 @@ from typing import Literal
 
 from core.cleaner.patterns import _FLAGS
 from core.cleaner.vocabulary import (
+    ABOUT_STYLE_FORMAT,
+    ABOUT_TOPICS_FORMAT,
     ECHO_LABELS,
     PROMPT_SECTION_HEADERS,
+    RECALL_FELT_LINE_FORMAT,
     RECALL_LINE_FORMAT,
     RECALL_SPEAKER_BOT,
     RECALL_SPEAKER_PERSON,
@@ -22,6 +25,7 @@ from core.cleaner.vocabulary import (
     STRUCTURED_MORE_FORMAT,
     STRUCTURED_RECALL_HEADER,
     STRUCTURED_UNVERIFIED_NOTE,
+    TRAJECTORY_LINE_FORMAT,
 )
 
 # --------------------------------------------------------------------------------------
@@ -147,19 +151,40 @@ _PROMPT_LINE_RES: tuple[re.Pattern[str], ...] = (
         STRUCTURED_COUNTS_FORMAT, {"total": _NUMBER, "verified": _NUMBER, "unverified": _NUMBER}
     ),
     _line_re(STRUCTURED_MORE_FORMAT, {"more": _NUMBER}),
+    *(
+        _line_re(
+            template,
+            {
+                "when": r"[^,\n]{1,40}",
+                # Case-sensitive, as the engine writes them: "Last week, they said: ..." is
+                # ordinary English, "- 2 days ago, They said: ..." is the engine's line.
+                "who": "(?-i:"
+                + "|".join(re.escape(w) for w in (RECALL_SPEAKER_BOT, RECALL_SPEAKER_PERSON))
+                + ")",
+                "feeling": r"[\w\-]{1,20}(?: [\w\-]{1,20}){0,2}",
+                "content": r".*",
+            },
+        )
+        for template in (RECALL_LINE_FORMAT, RECALL_FELT_LINE_FORMAT)
+    ),
+    # A recalled turn cut short after its speaker ("- 7 days ago, They felt angry and"):
+    # what is left of a line when an echo is split into pieces (a base64 run wrapped
+    # over lines, each decoded alone). Only the engine's own English times ("N days ago",
+    # "just now") and its case-sensitive speakers, so a person's bullet is not one.
     _line_re(
-        RECALL_LINE_FORMAT,
+        "- {when}, {who}{rest}",
         {
-            "when": r"[^,\n]{1,40}",
-            # Case-sensitive, as the engine writes them: "Last week, they said: ..." is
-            # ordinary English, "- 2 days ago, They said: ..." is the engine's line.
+            "when": r"(?:\d{1,4} (?:minute|hour|day|month|year)s? ago|just now)",
             "who": "(?-i:"
             + "|".join(re.escape(w) for w in (RECALL_SPEAKER_BOT, RECALL_SPEAKER_PERSON))
-            + ")",
-            "content": r".*",
+            + r")\b",
+            "rest": r"(?: .*)?",
         },
     ),
     _line_re(RESPONSE_STYLE_FORMAT, {"style": r"[\w\-]{1,40}"}),
+    _line_re(TRAJECTORY_LINE_FORMAT, {"days": _NUMBER, "trajectory": r".{1,400}"}),
+    _line_re(ABOUT_STYLE_FORMAT, {"style": r".{1,200}"}),
+    _line_re(ABOUT_TOPICS_FORMAT, {"topics": r".{1,300}"}),
 )
 _ALNUM_RE = re.compile(r"[^\W_]")
 

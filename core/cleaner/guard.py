@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from core.cleaner.blocks import is_prompt_block_line
+from core.cleaner.blocks import is_prompt_block_line, is_prompt_section_header
 from core.cleaner.decode import B64_WRAPPED_RE, decoded, letters, readable
 from core.cleaner.patterns import contains_internal_marker
 from core.cleaner.vocabulary import (
@@ -68,9 +68,13 @@ _BOUNDARY_RE = re.compile(r"\n|(?P<end>[.!?…])[ \t]+|\\r?\\n|[ \t]+(?=#{2,}|={
 # A long run of base64 or hex is a segment of its own, so the words around it can stay.
 _RUN_RE = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{16,}+")
 # What a line of the engine's blocks holds ("They said:", "3 total (", "[001]", "===",
-# "... and 2 more", "Response style:", "Entries marked"): the block-line patterns are run
+# "... and 2 more", "Response style:", "Entries marked", "They felt", "Their feelings",
+# "Topics they care about", "## About this person"): the block-line patterns are run
 # only on segments with one of these.
-_BLOCKISH_RE = re.compile(r"said|total|more|style|marked|=|\[", re.IGNORECASE)
+_BLOCKISH_RE = re.compile(
+    r"said|total|more|style|marked|felt|feelings|care about|ago|=|\[|^[ \t>*_]*#",
+    re.IGNORECASE | re.MULTILINE,
+)
 # A segment that opens like a heading, a banner, a label or a bracketed field.
 _HEADING_LIKE_RE = re.compile(r"^[\s>*_\-•+\"'`(]*(?:#|=|\[|\*\*|__)")
 _STYLE_LABEL_RE = re.compile(r"response[\W_]{0,6}style[\W_]{0,6}:", re.IGNORECASE)
@@ -179,7 +183,7 @@ def _flag_segment(plain: str, seg_letters: str, index: _Index, oracle: bool, blo
     if seg_letters in index.short:
         return True
     if (blocks and _BLOCKISH_RE.search(plain)) and any(
-        is_prompt_block_line(line) for line in readable(plain).split("\n")
+        is_prompt_block_line(line) or _is_header_line(line) for line in readable(plain).split("\n")
     ):
         return True
     if _STYLE_LABEL in seg_letters and _STYLE_LABEL_RE.search(plain):
@@ -187,6 +191,13 @@ def _flag_segment(plain: str, seg_letters: str, index: _Index, oracle: bool, blo
     if _HEADING_LIKE_RE.match(plain):
         return any(seg_letters.startswith(t) for t in index.titles)
     return False
+
+
+def _is_header_line(line: str) -> bool:
+    """A markdown heading that is one of the prompt's section headers, as one line of a
+    segment (a piece of an echo holding the end of one section and the next one's
+    header: "...writes in English\n\n## Structured memories")."""
+    return line.lstrip(" \t>*_").startswith("#") and is_prompt_section_header(line)
 
 
 def _has_content(line: str) -> bool:

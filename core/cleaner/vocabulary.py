@@ -17,6 +17,7 @@ EMOTION_SECTION_TITLE = "Emotional Context Instructions"
 RECALL_SECTION_TITLE = "What you remember about this person"
 STRUCTURED_SECTION_TITLE = "Structured memories"
 HISTORY_SECTION_TITLE = "Recent conversation"
+ABOUT_SECTION_TITLE = "About this person"
 
 #: The structured-memories recall text (``core.memory.structured.render_recall``): a banner,
 #: the counts, one entry per memory (its content lines indented under the head), a note on
@@ -34,6 +35,15 @@ STRUCTURED_UNVERIFIED_NOTE = (
 RECALL_LINE_FORMAT = "- {when}, {who} said: {content}"
 RECALL_SPEAKER_BOT = "AKIRA"
 RECALL_SPEAKER_PERSON = "They"
+#: A recalled turn of the person's that carried a feeling (its stored emotion, not neutral).
+RECALL_FELT_LINE_FORMAT = "- {when}, {who} felt {feeling} and said: {content}"
+#: The person's feelings over the last weeks, one line of the emotional section
+#: (``core.emotion.feelings.trajectory_line``).
+TRAJECTORY_LINE_FORMAT = "Their feelings over the last {days} days: {trajectory}"
+
+#: The "about this person" section (built-in plugin ``profile``, core.profile.learner).
+ABOUT_STYLE_FORMAT = "Their style (mirror it): {style}"
+ABOUT_TOPICS_FORMAT = "Topics they care about: {topics}"
 
 #: The last line of the emotional section (``core.stages.emotion.EmotionTracker.section``).
 RESPONSE_STYLE_FORMAT = "Response style: {style}"
@@ -50,6 +60,7 @@ PROMPT_SECTION_HEADERS: tuple[str, ...] = tuple(
         RECALL_SECTION_TITLE,
         STRUCTURED_SECTION_TITLE,
         HISTORY_SECTION_TITLE,
+        ABOUT_SECTION_TITLE,
         "Current message",
         "Instructions",
         "Reply rules",

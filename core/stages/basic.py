@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from core.cleaner import (
     HISTORY_SECTION_TITLE,
+    RECALL_FELT_LINE_FORMAT,
     RECALL_LINE_FORMAT,
     RECALL_SECTION_TITLE,
     RECALL_SPEAKER_BOT,
@@ -24,6 +25,8 @@ from core.cleaner import (
     new_canary,
     reads_as_reply,
 )
+from core.emotion.feelings import recalled_feeling
+from core.emotion.state import EmotionRules
 from core.i18n import ago, detect_language, normalise_locale, t
 from core.llm.base import ChatMessage, GenerationOptions, LLMError
 from core.pipeline import CallNext, PromptSection, TurnContext
@@ -243,17 +246,31 @@ class RecallStage:
         )
         ctx.extras["recall"] = recall
         if recall.nodes:
-            now = ctx.message.sent_at
-            lines = []
-            for item in sorted(recall.nodes, key=lambda r: r.node.timestamp):
-                when = ago((now - item.node.timestamp).total_seconds(), "en")
-                bot = item.node.type is NodeType.AKIRA_RESPONSE
-                who = RECALL_SPEAKER_BOT if bot else RECALL_SPEAKER_PERSON
-                lines.append(
-                    RECALL_LINE_FORMAT.format(when=when, who=who, content=item.node.content)
-                )
+            lines = [
+                recall_line(ctx, item.node)
+                for item in sorted(recall.nodes, key=lambda r: r.node.timestamp)
+            ]
             ctx.sections.append(PromptSection(RECALL_TITLE, "\n".join(lines), order=40))
         await call_next()
+
+
+def recall_line(ctx: TurnContext, node: MemoryNode) -> str:
+    """One recalled turn: when, who, and how the person felt when they said it (the
+    emotion stored with their message, when confidently read and not neutral), as the
+    design's "Previous context" ("7 days ago the user was angry about ...")."""
+    when = ago((ctx.message.sent_at - node.timestamp).total_seconds(), "en")
+    if node.type is NodeType.AKIRA_RESPONSE:
+        return RECALL_LINE_FORMAT.format(when=when, who=RECALL_SPEAKER_BOT, content=node.content)
+    tracker = ctx.services.emotion
+    # With the emotion plugin off, the stored labels are judged by the default rules.
+    rules = tracker.rules if tracker is not None else EmotionRules()
+    threshold = rules.confidence_threshold
+    feeling = recalled_feeling(node.emotion, node.emotion_score, threshold=threshold)
+    if feeling is None:
+        return RECALL_LINE_FORMAT.format(when=when, who=RECALL_SPEAKER_PERSON, content=node.content)
+    return RECALL_FELT_LINE_FORMAT.format(
+        when=when, who=RECALL_SPEAKER_PERSON, feeling=feeling, content=node.content
+    )
 
 
 # Where the prompt stage leaves this turn's instruction parts for the clean stage.

@@ -27,6 +27,7 @@ from core.emotion import (
     current_tone,
 )
 from core.emotion.encoders import CombinedEmbedder
+from core.emotion.feelings import trajectory_days, trajectory_line
 from core.emotion.llm_judge import LLMDetector, LLMJudge, combine
 from core.pipeline import CallNext, PromptSection, TurnContext
 from core.storage.api import Storage
@@ -157,9 +158,10 @@ class EmotionTracker:
     def tone(self, state: EmotionalState, at: datetime) -> Tone:
         return current_tone(state, at, self.states)
 
-    def section(self, tone: Tone, language: str) -> PromptSection:
-        """The prompt block: the state's tag and instruction. A hostile past that is
-        still remembered keeps the strict tone ("guardou rancor") whatever the mood now."""
+    def section(self, tone: Tone, language: str, *, trajectory: str | None = None) -> PromptSection:
+        """The prompt block: the state's tag and instruction, then the feelings of the
+        last weeks (``trajectory``, one line). A hostile past that is still remembered
+        keeps the strict tone ("guardou rancor") whatever the mood now."""
         lines = []
         if tone.hostile_history and tone.state != HOSTILE_STATE and HOSTILE_STATE in self.states:
             strict = self.states[HOSTILE_STATE]
@@ -167,6 +169,8 @@ class EmotionTracker:
         lines += [tone.tag, tone.instruction(language)]
         if tone.response_style:
             lines.append(RESPONSE_STYLE_FORMAT.format(style=tone.response_style))
+        if trajectory:
+            lines.append(trajectory)
         return PromptSection(EMOTION_TITLE, "\n".join(lines), order=10, instruction=True)
 
 
@@ -253,4 +257,11 @@ async def settle(ctx: TurnContext, tracker: EmotionTracker, reading: EmotionRead
     else:
         ctx.extras["emotion"] = reading
         ctx.extras["tone"] = tone
-        ctx.sections.append(tracker.section(tone, ctx.language))
+        rules = tracker.rules
+        trajectory = trajectory_line(
+            state.emotion_history,
+            at,
+            threshold=rules.confidence_threshold,
+            days=trajectory_days(rules.memory_days.values()),
+        )
+        ctx.sections.append(tracker.section(tone, ctx.language, trajectory=trajectory))

@@ -40,6 +40,7 @@ from core.storage.memory_records import (
     StoreOutcome,
     StructuredMemory,
 )
+from core.storage.profile_records import NodeIndexEntry, ProfileCount, ProfileCounter
 from core.storage.records import Connection, MemoryNode, UserRecord, to_ts
 from core.storage.schema import Migration
 from core.storage.vector_cache import OwnerVectors, as_vector
@@ -503,6 +504,53 @@ class FeedbackStore(OwnedData):
         return export if any(export.values()) else None
 
 
+# -- what is learned about a person (core.profile) ------------------------------------------
+
+
+class ProfileStore(OwnedData):
+    """The counters learned from a person's messages (topics, style, languages; see
+    :mod:`core.storage.profile_records`) and the index of their nodes. Several processes
+    may learn from one person's messages at once (an import beside the running bot): every
+    counter only grows by addition, applied by the database (an UPSERT that adds), never
+    read, changed and written back here."""
+
+    section = "learned_profile"
+    # How fast interests fade in the export's summary (the plugin sets the configured one).
+    half_life_days: float = 30.0
+
+    @abstractmethod
+    async def add(self, owner: str, counts: Sequence[ProfileCount]) -> None:
+        """Add every count to its counter (created at zero), in one transaction."""
+
+    @abstractmethod
+    async def counters(
+        self, owner: str, kind: str | None = None, *, min_tag_total: float = 0.0
+    ) -> list[ProfileCounter]:
+        """The owner's counters (of ``kind``, if given), by kind then name. Keyword tags
+        (kind ``tag``) added fewer than ``min_tag_total`` times are left out: a person
+        gathers many once-said keywords, which the prompt does not need each turn."""
+
+    @abstractmethod
+    async def node_index(self, owner: str) -> list[NodeIndexEntry]:
+        """The owner's nodes counted per type and month (UTC), oldest month first: a
+        query over the nodes, which storage already indexes by owner."""
+
+    async def export_owner(self, owner: str) -> Any:
+        """The learned profile as the person would read it (favourite topics, style) and
+        the counters it comes from; None when nothing was learned."""
+        counters = await self.counters(owner)
+        if not counters:
+            return None
+        from core.profile.summary import summarise  # core.profile reads these records
+
+        summary = summarise(counters, half_life_days=self.half_life_days)
+        return {
+            **summary.to_dict(),
+            "node_index": [entry.to_dict() for entry in await self.node_index(owner)],
+            "counters": [counter.to_dict() for counter in counters],
+        }
+
+
 class Storage(Protocol):
     """The storage facade: one database, every part of a person's data, and what spans
     the parts (export, forget) and the processes sharing the database (catch_up,
@@ -522,6 +570,9 @@ class Storage(Protocol):
 
     @property
     def feedback(self) -> FeedbackStore: ...
+
+    @property
+    def profiles(self) -> ProfileStore: ...
 
     @property
     def backend(self) -> str:

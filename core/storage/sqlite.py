@@ -16,12 +16,14 @@ from core.storage.sqlite_feedback import SQLiteFeedbackStore
 from core.storage.sqlite_graph import SQLiteGraphStore
 from core.storage.sqlite_memories import SQLiteMemoryStore
 from core.storage.sqlite_nodes import SQLiteNodeStore
+from core.storage.sqlite_profiles import SQLiteProfileStore
 from core.storage.sqlite_schema import (
     CHANGE_MIGRATIONS,
     FEEDBACK_MIGRATIONS,
     GRAPH_MIGRATIONS,
     MEMORY_MIGRATIONS,
     NODE_MIGRATIONS,
+    PROFILE_MIGRATIONS,
 )
 from core.storage.sqlite_users import SQLiteUserStore
 
@@ -49,6 +51,9 @@ class SQLiteStorage:
         # Feedback on replies and mood corrections (schema 70).
         self.feedback = SQLiteFeedbackStore(self.db)
         self.register(self.feedback, FEEDBACK_MIGRATIONS)
+        # What is learned about a person (core.profile), erased whatever is switched on.
+        self.profiles = SQLiteProfileStore(self.db)
+        self.register(self.profiles, PROFILE_MIGRATIONS)
         # Changes other processes made to people's data (see catch_up).
         self.changes = OwnerChanges(self.db)
         self.register(None, CHANGE_MIGRATIONS)

@@ -6,6 +6,7 @@
 - 3 owner changes (core.storage.owner_changes)
 - 10-14 the memory graph: embeddings, connections, tag postings, full-text words
 - 30 structured memories with their history and full-text search
+- 40 what is learned about a person: decayed counters (core.profile)
 - 70 feedback: the bot's messages per reply, ratings of replies, mood corrections
 """
 
@@ -363,10 +364,31 @@ FEEDBACK_MIGRATIONS = [
 ]
 
 
+PROFILE_MIGRATIONS = [
+    Migration(
+        40,
+        "learned profile counters (topics, style, languages)",
+        """
+        CREATE TABLE profile_counters (
+            owner TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            name TEXT NOT NULL,
+            weight REAL NOT NULL,
+            total REAL NOT NULL,
+            first_at REAL NOT NULL,
+            last_at REAL NOT NULL,
+            PRIMARY KEY (owner, kind, name)
+        ) WITHOUT ROWID;
+        """,
+    )
+]
+
+
 MIGRATIONS: list[Migration] = [
     *NODE_MIGRATIONS,
     *CHANGE_MIGRATIONS,
     *GRAPH_MIGRATIONS,
     *MEMORY_MIGRATIONS,
+    *PROFILE_MIGRATIONS,
     *FEEDBACK_MIGRATIONS,
 ]

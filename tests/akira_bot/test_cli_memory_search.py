@@ -12,6 +12,7 @@ import pytest
 from akira_bot.app import build_engine
 from akira_bot.cli import main
 from akira_bot.settings import Settings
+from core.emotion.lexicon import LexiconDetector
 from core.llm import ScriptedProvider
 from core.types import ChatRef, IncomingMessage, RecordingResponder, UserRef
 
@@ -59,6 +60,17 @@ def test_memory_search_prints_the_persons_matches_only(
     assert first["owner"] == "telegram:42"
     assert first["timestamp"] == T0.isoformat()
     assert first["reason"] == "direct match"
+    # Every field of the design's MemoryNode, plus how it was found.
+    assert set(first) >= {
+        "id", "owner", "timestamp", "type", "content", "tags", "emotion", "connections",
+        "score", "reason", "depth",
+    }  # fmt: skip
+    # The emotion read in the message when it was said (by the lexicon detector).
+    assert first["type"] == "user_message"
+    assert first["emotion"] == LexiconDetector().detect_many([first["content"]])[0].label
+    assert isinstance(first["emotion_score"], float)
+    # Its reply and the next message are connected to it: the count of its connections.
+    assert first["connections"] >= 1
     assert all(r["owner"] == "telegram:42" for r in data["results"])
     assert not any("também" in r["content"] for r in data["results"])
 

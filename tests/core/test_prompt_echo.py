@@ -26,7 +26,7 @@ DAY0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 OWNER = "telegram:1"
 ANSWER = "Seu gato se chama Tom."
 # No history turns in the prompt: the earlier messages come back as recalled turns
-# ("- 7 days ago, They said: ...") instead, so that section is in the prompt too.
+# ("- 7 days ago, They felt angry and said: ...") instead, so that section is in the prompt too.
 SETTINGS = {"memory": {"extraction": False, "history_turns": 0}}
 
 
@@ -79,7 +79,8 @@ def _assert_prompt_has_everything(prompt: str) -> None:
     assert STRUCTURED_RECALL_HEADER in prompt and STRUCTURED_UNVERIFIED_NOTE in prompt
     assert "[unverified] python" in prompt and "    Tom" in prompt
     assert "‹!WARM_FRIENDLY_MODE›" in prompt and "‹!STRICT_MODE_AGGRESSIVE›" in prompt
-    assert "They said:" in prompt and "AKIRA said: Entendo." in prompt
+    assert "They felt angry and said:" in prompt and "AKIRA said: Entendo." in prompt
+    assert "Their feelings over the last 30 days: angry (7 days ago)" in prompt
 
 
 def _without_canary(prompt: str) -> str:

@@ -22,6 +22,7 @@ from core.storage.postgres.graph import PgGraphStore
 from core.storage.postgres.locks import PersonLocks
 from core.storage.postgres.memories import PgMemoryStore
 from core.storage.postgres.nodes import PgNodeStore
+from core.storage.postgres.profiles import PgProfileStore
 from core.storage.postgres.schema import FEEDBACK_MIGRATIONS, MIGRATIONS
 from core.storage.postgres.users import PgUserStore
 from core.storage.records import EVERY_OWNER
@@ -39,8 +40,9 @@ class PostgresStorage:
         self.nodes = PgNodeStore(self.db)
         self.graph = PgGraphStore(self.db)
         self.memories = PgMemoryStore(self.db)
+        self.profiles = PgProfileStore(self.db)
         # Erased in this order, users last (as SQLite: the graph before the nodes).
-        self._parts: list[OwnedData] = [self.graph, self.nodes, self.memories]
+        self._parts: list[OwnedData] = [self.graph, self.nodes, self.memories, self.profiles]
         self._migrations: list[Migration] = list(MIGRATIONS)
         # Feedback on replies and mood corrections (the issue-24 feature, schema 70).
         self.feedback = PgFeedbackStore(self.db)

@@ -193,6 +193,22 @@ MIGRATIONS = [
         CREATE INDEX structured_memory_history_owner ON structured_memory_history(owner);
         """,
     ),
+    Migration(
+        40,
+        "learned profile counters (topics, style, languages)",
+        """
+        CREATE TABLE profile_counters (
+            owner TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            name TEXT NOT NULL,
+            weight DOUBLE PRECISION NOT NULL,
+            total DOUBLE PRECISION NOT NULL,
+            first_at DOUBLE PRECISION NOT NULL,
+            last_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (owner, kind, name)
+        );
+        """,
+    ),
 ]
 
 
