@@ -100,9 +100,7 @@ async def test_two_processes_one_person_in_order_and_forgetme_everywhere(tmp_pat
                 # chat history, in order, whichever process stored them. (The other
                 # process's last reply is stored after it is delivered, so it may reach
                 # this prompt as a recalled line instead of a history turn.)
-                said = [
-                    m["content"] for m in _messages_of(fake, TURNS[3]) if m["role"] == "user"
-                ]
+                said = [m["content"] for m in _messages_of(fake, TURNS[3]) if m["role"] == "user"]
                 assert said == list(TURNS), said
 
                 # Asked on one process, confirmed on the other (the code is stored).

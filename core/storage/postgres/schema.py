@@ -178,4 +178,11 @@ MIGRATIONS = [
         CREATE INDEX structured_memory_history_owner ON structured_memory_history(owner);
         """,
     ),
+    Migration(
+        60,
+        "arrivals name the server process of the bot process that registered them",
+        # A bot process killed with kill -9 leaves its registered arrivals behind; the
+        # others ignore those whose registering connection is gone, at once.
+        "ALTER TABLE person_arrivals ADD COLUMN IF NOT EXISTS pid INTEGER;",
+    ),
 ]
