@@ -41,7 +41,7 @@ import numpy as np
 from core.storage.api import GraphStore
 from core.storage.database import Database
 from core.storage.graph_records import Edge, EmbeddingModelMismatch, NodePlace
-from core.storage.latest_nodes import node_from_kept
+from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
 from core.storage.loading import LoadGuard
 from core.storage.owner_changes import EVERY_OWNER, announced, record_change_in
 from core.storage.owner_words import MAX_QUERY_WORDS, query_terms
@@ -232,13 +232,7 @@ class SQLiteGraphStore(GraphStore):
         self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
     ) -> tuple[str, datetime] | None:
         until, skip = to_ts(at), exclude or ""
-        kept = await self.nodes.latest_matching(
-            owner,
-            1,
-            lambda row: (
-                row.ts <= until and row.id != skip and (node_type is None or row.type == node_type)
-            ),
-        )
+        kept = await self.nodes.latest_matching(owner, 1, latest_rows(at, exclude, node_type))
         if kept is not None:
             return (kept[0].id, from_ts(kept[0].ts)) if kept else None
         sql = "SELECT id, ts FROM nodes WHERE owner = ? AND ts <= ? AND id != ?"
@@ -257,12 +251,8 @@ class SQLiteGraphStore(GraphStore):
         self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
     ) -> list[MemoryNode]:
         """The owner's latest nodes of one chat in ``[since, at]``, oldest first."""
-        until, first = to_ts(at), to_ts(since)
         kept = await self.nodes.latest_matching(
-            owner,
-            limit,
-            lambda row: first <= row.ts <= until and row.chat_id == chat_id,
-            since=first,
+            owner, limit, chat_rows(chat_id, at, since), since=to_ts(since)
         )
         if kept is not None:
             return [node_from_kept(row) for row in reversed(kept)]

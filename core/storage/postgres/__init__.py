@@ -36,7 +36,7 @@ class PostgresStorage:
         self.db = PgDatabase(dsn, max_size=pool_size)
         self.users = PgUserStore(self.db)
         self.nodes = PgNodeStore(self.db)
-        self.graph = PgGraphStore(self.db)
+        self.graph = PgGraphStore(self.db, nodes=self.nodes)
         self.memories = PgMemoryStore(self.db)
         # Erased in this order, users last (as SQLite: the graph before the nodes).
         self._parts: list[OwnedData] = [self.graph, self.nodes, self.memories]

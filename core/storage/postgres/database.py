@@ -64,6 +64,10 @@ class PgDatabase:
         self.min_size = min_size
         self.max_size = max_size
         self._pool: asyncpg.Pool | None = None
+        # The people this process holds the lock of, with their node version as read
+        # once it was granted (and as this process's own writes moved it since): what
+        # the stores may keep of them is current while its version is this one.
+        self.serving: dict[str, int] = {}
 
     def __repr__(self) -> str:  # never the DSN
         return f"PgDatabase(open={self._pool is not None})"

@@ -59,13 +59,16 @@ _ARRIVE = (
 )
 # Tries the person's lock: NULL when another process holds it; else whether no earlier
 # message of the person is still waiting (registered by a process that is still there).
+# With it, once first, the person's node version, read after the lock was granted
+# (OFFSET 0 keeps the lock's subquery from being merged into the outer one).
 _TRY_FIRST = f"""
-SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
-    SELECT 1 FROM person_arrivals a
-    WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
-      AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S})
-      AND (a.pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_get_activity(a.pid))))
-END
+SELECT l.first, CASE WHEN l.first THEN akira_node_version($1) END FROM (
+    SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
+        SELECT 1 FROM person_arrivals a
+        WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
+          AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S})
+          AND (a.pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_get_activity(a.pid))))
+    END AS first OFFSET 0) AS l
 """
 _UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
 _DONE = (
@@ -203,6 +206,8 @@ class PersonLocks:
                 row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
+                    if row[1] is not None:
+                        self.db.serving[owner] = int(row[1])
                     break
                 if first is None:
                     self.waits += 1  # another process serves the person
@@ -222,6 +227,7 @@ class PersonLocks:
 
     async def _done(self, session: _Session, owner: str, arrival: int, key: int) -> None:
         """Forget the arrival and let go of the lock."""
+        self.db.serving.pop(owner, None)  # what is kept of them may go stale from now on
         try:
             await session.fetchrow(_DONE, owner, arrival, key)
         except _ERRORS as exc:
