@@ -40,7 +40,13 @@ import numpy as np
 
 from core.storage.api import GraphStore
 from core.storage.database import Database
-from core.storage.graph_records import Edge, EmbeddingModelMismatch, NodePlace
+from core.storage.graph_records import (
+    EDGE_COLUMNS,
+    Edge,
+    EmbeddingModelMismatch,
+    NodePlace,
+    edges_export,
+)
 from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
 from core.storage.loading import LoadGuard
 from core.storage.owner_changes import EVERY_OWNER, announced, record_change_in
@@ -557,20 +563,11 @@ class SQLiteGraphStore(GraphStore):
 
     async def export_owner(self, owner: str) -> Any:
         rows = await self.db.fetchall(
-            "SELECT from_id, to_id, relation_type, strength, explanation FROM graph_connections"
+            f"SELECT {EDGE_COLUMNS} FROM graph_connections"
             " WHERE owner = ? ORDER BY from_id, to_id, relation_type",
             (owner,),
         )
-        return [
-            {
-                "from": r[0],
-                "to": r[1],
-                "relation_type": r[2],
-                "strength": round(float(r[3]), 4),
-                "explanation": r[4],
-            }
-            for r in rows
-        ]
+        return edges_export(rows)
 
     async def delete_owner(self, owner: str) -> int:
         removed = 0

@@ -100,6 +100,10 @@ class PostgresStorage:
         self._change_listeners.append(listener)
 
     def drop_cached(self, owner: str | None) -> None:
+        if owner is None:
+            self.db.serving.clear()
+        else:
+            self.db.serving.pop(owner, None)
         self.users.drop_cached(owner)
         for part in self._parts:
             part.drop_cached(owner)

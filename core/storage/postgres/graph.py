@@ -21,9 +21,11 @@ import numpy as np
 
 from core.storage.api import GraphStore
 from core.storage.graph_records import (
+    EDGE_COLUMNS,
     Edge,
     EmbeddingModelMismatch,
     NodePlace,
+    edges_export,
     storable_connections,
 )
 from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
@@ -47,7 +49,7 @@ from core.storage.records import (
 )
 from core.storage.vector_cache import OwnerVectors, as_vector, blob
 
-_EDGE_COLUMNS = "from_id, to_id, relation_type, strength, explanation"
+_EDGE_COLUMNS = EDGE_COLUMNS
 # $1-$14 the node (core.storage.postgres.nodes.node_args), $15 vector bytes or NULL,
 # $16 its dimension, $17 model, $18 tags, $19-$22 edges (targets, relations, strengths,
 # explanations), $23 whether to announce the change, $24 the channel.
@@ -118,6 +120,7 @@ class PgGraphStore(GraphStore):
         self.db = db
         # The node store keeping the latest nodes of the people being served.
         self.nodes = nodes if nodes is not None else PgNodeStore(db)
+        self.nodes.moved_without_node.append(self._moved_without_node)
         self.max_cached_rows = max_cached_rows
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cached_rows = 0
@@ -369,6 +372,11 @@ class PgGraphStore(GraphStore):
             self._evict()
         return cached.vectors
 
+    def _moved_without_node(self, owner: str, version: int) -> None:
+        cached = self._cache.get(owner)
+        if cached is not None and cached.version == version - 1:
+            cached.version = version  # an emotion read: the vectors and edges are the same
+
     def _evict(self) -> None:
         while self._cached_rows > self.max_cached_rows and len(self._cache) > 1:
             _, dropped = self._cache.popitem(last=False)
@@ -540,16 +548,7 @@ class PgGraphStore(GraphStore):
             " WHERE owner = $1 ORDER BY from_id, to_id, relation_type",
             owner,
         )
-        return [
-            {
-                "from": r[0],
-                "to": r[1],
-                "relation_type": r[2],
-                "strength": round(float(r[3]), 4),
-                "explanation": r[4],
-            }
-            for r in rows
-        ]
+        return edges_export(rows)
 
     async def delete_owner(self, owner: str) -> int:
         removed = 0

@@ -206,8 +206,7 @@ class PersonLocks:
                 row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
-                    if row[1] is not None:
-                        self.db.serving[owner] = int(row[1])
+                    self.db.served(owner, None if row[1] is None else int(row[1]))
                     break
                 if first is None:
                     self.waits += 1  # another process serves the person
@@ -227,7 +226,6 @@ class PersonLocks:
 
     async def _done(self, session: _Session, owner: str, arrival: int, key: int) -> None:
         """Forget the arrival and let go of the lock."""
-        self.db.serving.pop(owner, None)  # what is kept of them may go stale from now on
         try:
             await session.fetchrow(_DONE, owner, arrival, key)
         except _ERRORS as exc:

@@ -8,7 +8,7 @@ served by another process."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -88,6 +88,9 @@ class PgNodeStore(NodeStore):
         # People's latest nodes (see LatestNodes), least recently used first.
         self._latest: OrderedDict[str, LatestNodes] = OrderedDict()
         self._latest_rows = 0
+        # Told (owner, version) when this process moved a person's version without
+        # adding a node (an emotion read): what is kept of their vectors stays current.
+        self.moved_without_node: list[Callable[[str, int], None]] = []
 
     async def add(self, node: MemoryNode, *, announce: bool = False) -> bool:
         row = await self.db.fetchrow(_ADD, *node_args(node), announce, CHANNEL)
@@ -221,18 +224,20 @@ class PgNodeStore(NodeStore):
         self, owner: str, node_id: str, label: str, score: float, *, wait: bool = True
     ) -> None:
         version = await self.db.fetchval(_SET_EMOTION, node_id, owner, label, score)
-        latest = self._latest.get(owner)
-        if latest is None or version is None:
+        if version is None:
             return
-        if latest.version != version - 1:
-            self.drop_cached(owner)
-            return
-        latest.version = version
-        for i, row in enumerate(latest.rows):
-            if row.id == node_id:
-                latest.rows[i] = row._replace(emotion=label, emotion_score=score)
+        for moved in self.moved_without_node:
+            moved(owner, version)
         if owner in self.db.serving:
             self.db.serving[owner] = max(self.db.serving[owner], version)
+        latest = self._latest.get(owner)
+        if latest is not None and latest.version != version - 1:
+            self.drop_cached(owner)  # another process wrote too: read them again
+        elif latest is not None:
+            latest.version = version
+            for i, row in enumerate(latest.rows):
+                if row.id == node_id:
+                    latest.rows[i] = row._replace(emotion=label, emotion_score=score)
 
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
         kept = await self.latest_matching(owner, 1, message_rows(platform_message_id))
