@@ -71,38 +71,19 @@ class PgUserStore(UserStore):
         self._seen(key, row["profile"])
         return user_from_row(row)
 
-    async def update_profile(self, key: str, **fields: Any) -> None:
-        def update(profile: dict[str, Any]) -> None:
-            profile.update(fields)
-
-        await self.change_profile_with(key, update)
-
-    async def change_profile(
+    async def change_profile_with(
         self,
         key: str,
-        field: str,
-        change: Callable[[Any], T],
+        edit: Callable[[dict[str, Any]], T],
         *,
         announce: bool = False,
         wait: bool = True,
     ) -> T:
-        """See :meth:`UserStore.change_profile`; here every change waits for its commit
-        (``wait`` is accepted for the protocol's sake)."""
-
-        def update(profile: dict[str, Any]) -> T:
-            value = change(profile.get(field))
-            profile[field] = value
-            return value
-
-        return await self.change_profile_with(key, update, announce=announce)
-
-    async def change_profile_with(
-        self, key: str, edit: Callable[[dict[str, Any]], T], *, announce: bool = False
-    ) -> T:
         """``edit(profile)`` on the stored profile: the profile as last seen here (else
         read), edited here, stored only if it is still that profile (compare and set);
         when another write got there first, read and edited again. So ``edit`` may run
-        more than once and must only change the profile it is given."""
+        more than once and must only change the profile it is given. Every change waits
+        for its commit (``wait`` is accepted for the protocol's sake)."""
         before: str | None = self._profiles.pop(key, None)
         while True:
             if before is None:
