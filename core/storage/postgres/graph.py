@@ -29,7 +29,7 @@ from core.storage.graph_records import (
     storable_connections,
 )
 from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
-from core.storage.owner_words import MAX_QUERY_WORDS, words
+from core.storage.owner_words import search_words
 from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import PgDatabase, affected
 from core.storage.postgres.nodes import (
@@ -84,12 +84,9 @@ FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text sear
 
 
 def _tsquery(query: str, stop_words: Iterable[str]) -> str | None:
-    """``a | b | c`` from the query's folded words (letters and digits only: nothing of
-    the text is read as query syntax), stop words out unless nothing else is left."""
-    found = [word for word in words(query) if len(word) > 1]
-    stop = set(stop_words)
-    kept = [word for word in found if word not in stop] or found
-    return " | ".join(kept[:MAX_QUERY_WORDS]) or None
+    """``a | b | c`` from the query's words (:func:`search_words`: letters and digits
+    only, so nothing of the text is read as query syntax)."""
+    return " | ".join(search_words(query, stop_words)) or None
 
 
 class _Cached:
