@@ -71,6 +71,7 @@ SELECT l.first, CASE WHEN l.first THEN akira_node_version($1) END FROM (
     END AS first OFFSET 0) AS l
 """
 _UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
+_FORGET = "DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2"
 _DONE = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
     f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3)"
@@ -230,9 +231,15 @@ class PersonLocks:
             await session.fetchrow(_DONE, owner, arrival, key)
         except _ERRORS as exc:
             # The session is gone (its locks with it) or the server is away (the engine
-            # says so, once); a left-over arrival is ignored once older than ARRIVAL_TTL_S.
+            # says so, once).
             log.debug("could not release a person's lock (%s)", type(exc).__name__)
             session.drop()  # closing the session lets go of its locks
+            try:
+                # Its registering connection is still there, so the arrival would hold
+                # the person up until ARRIVAL_TTL_S: forget it on any connection.
+                await self.db.execute(_FORGET, owner, arrival)
+            except _ERRORS:
+                pass  # the server is away: it expires
 
     async def close(self) -> None:
         for session in (*self._sessions, self._arrivals.session):
