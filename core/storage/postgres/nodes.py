@@ -1,9 +1,9 @@
 """PostgreSQL memory nodes: every message and reply of a person. The latest nodes of the
-people this process is serving are kept in memory (core.storage.latest_nodes), as with
-SQLite, but trusted only while the process holds the person's lock and the person's node
-version (``users.node_version``, moved by every write to their nodes in the same
-statement) is the one they were read at: the person's previous message may have been
-served by another process."""
+people this process serves are kept in memory (core.storage.latest_nodes), as with
+SQLite, but used only while the person's node version (``users.node_version``, moved by
+every write to their nodes in the same statement) is the one this process last knew,
+read again each time it is granted the person's lock: the person's previous message may
+have been served by another process (docs/storage.md, Caches)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
-
-import asyncpg
 
 from core.storage.api import NodeStore
 from core.storage.latest_nodes import (
@@ -74,14 +72,6 @@ def node_args(node: MemoryNode) -> tuple[Any, ...]:
     return tuple(node_params(node))
 
 
-async def insert_node(conn: asyncpg.Connection, node: MemoryNode) -> int | None:
-    """The node's ``seq``; None when it is a duplicate (same id, or same owner and
-    ``source_id``): nothing written. (Copies: the person's version is not moved, the
-    copy is announced instead.)"""
-    seq = await conn.fetchval(INSERT_NODE, *node_args(node))
-    return int(seq) if seq is not None else None
-
-
 class PgNodeStore(NodeStore):
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
@@ -129,8 +119,9 @@ class PgNodeStore(NodeStore):
     async def latest_matching(
         self, owner: str, limit: int, keep: RowFilter, *, since: float | None = None
     ) -> list[NodeRow] | None:
-        """As SQLite's (:func:`core.storage.latest_nodes.matching`), while this process
-        serves ``owner``; None otherwise (ask PostgreSQL)."""
+        """As SQLite's (:func:`core.storage.latest_nodes.matching`) for a person this
+        process serves (their version known); None otherwise (ask PostgreSQL). Kept rows
+        of another version are read again, with the version they are at."""
         current = self.db.serving.get(owner)
         if current is None:
             return None
@@ -147,7 +138,8 @@ class PgNodeStore(NodeStore):
             )
             if version is None or owner not in self.db.serving:
                 return matching(latest, limit, keep, since=since)  # for this question only
-            # Read after the lock was granted: as current as anything this process knows.
+            # A newer version read here is as current as anything this process knows; an
+            # older one (a write of ours landed meanwhile) is read again next time.
             self.db.serving[owner] = max(self.db.serving[owner], int(version))
             self._latest[owner] = latest
             self._latest_rows += len(latest.rows)
