@@ -177,6 +177,8 @@ async def migrate(path: Path, dsn: str, *, progress: bool = True) -> dict[str, i
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from core.storage.postgres import PostgresStorage
+    from core.storage.postgres.changes import notify
+    from core.storage.records import EVERY_OWNER
     from core.storage.sqlite import SQLiteStorage
 
     if not await asyncio.to_thread(path.is_file):
@@ -212,6 +214,9 @@ async def migrate(path: Path, dsn: str, *, progress: bool = True) -> dict[str, i
                         f"SELECT setval(pg_get_serial_sequence('{name}', 'seq'),"
                         f" greatest((SELECT max(seq) FROM {name}), 1))"
                     )
+                # Bots already running on the target drop what they keep of everyone:
+                # the rows copied did not move anyone's node version.
+                await notify(conn, EVERY_OWNER)
     return copied
 
 

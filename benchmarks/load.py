@@ -652,6 +652,7 @@ async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
             "workers": args.workers,
             "storage": args.storage,
             "processes": args.processes,
+            "postgres_socket": bool(getattr(args, "postgres_socket", None)),
             "line_gap_ms": args.line_gap_ms,
             "cpus": os.cpu_count(),
         },
@@ -749,6 +750,13 @@ def add_storage_options(p: argparse.ArgumentParser) -> None:
         help="bot processes sharing the database, messages sent to each in turn (postgres)",
     )
     p.add_argument("--postgres-server", default="postgresql://postgres@127.0.0.1:5432")
+    p.add_argument(
+        "--postgres-socket",
+        default=None,
+        metavar="DIR",
+        help="the bot processes connect through the server's Unix socket in DIR"
+        " (e.g. /var/run/postgresql) instead of TCP",
+    )
     # Lines of one burst sent at the very same instant reach two processes, and the
     # database, in either order: no platform can tell which came first either. A person
     # typing sends them some time apart; this is that time (0: all at once).
@@ -777,7 +785,11 @@ async def bench_database(args: argparse.Namespace) -> AsyncIterator[str | None]:
     admin = await asyncpg.connect(f"{args.postgres_server}/postgres")
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield f"{args.postgres_server}/{name}"
+        if args.postgres_socket:  # the bots on this host: a Unix socket, no TCP stack
+            user = args.postgres_server.split("://", 1)[1].split("@", 1)[0]
+            yield f"postgresql://{user}@/{name}?host={args.postgres_socket}"
+        else:
+            yield f"{args.postgres_server}/{name}"
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()

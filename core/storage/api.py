@@ -101,11 +101,14 @@ class UserStore(OwnedData):
     @abstractmethod
     async def get(self, key: str) -> UserRecord | None: ...
 
-    @abstractmethod
     async def update_profile(self, key: str, **fields: Any) -> None:
         """Merge ``fields`` into the JSON profile (emotional state, preferences...)."""
 
-    @abstractmethod
+        def update(profile: dict[str, Any]) -> None:
+            profile.update(fields)
+
+        await self.change_profile_with(key, update)
+
     async def change_profile(
         self,
         key: str,
@@ -121,6 +124,26 @@ class UserStore(OwnedData):
         returns before the commit, which follows in the background. ``announce``: tell
         the other processes sharing the database (a write not made by the process
         serving the person)."""
+
+        def update(profile: dict[str, Any]) -> T:
+            value = change(profile.get(field))
+            profile[field] = value
+            return value
+
+        return await self.change_profile_with(key, update, announce=announce, wait=wait)
+
+    @abstractmethod
+    async def change_profile_with(
+        self,
+        key: str,
+        edit: Callable[[dict[str, Any]], T],
+        *,
+        announce: bool = False,
+        wait: bool = True,
+    ) -> T:
+        """``edit(profile)`` on the stored profile, atomically (compare and set: ``edit``
+        may run more than once and must only change the profile it is given); returns
+        what it returns. ``announce`` and ``wait`` as :meth:`change_profile`."""
 
     @abstractmethod
     async def set_language(self, key: str, language: str, *, wait: bool = True) -> None:

@@ -4,8 +4,9 @@ ends known, where and when a node was said, and the error for vectors of another
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.storage.errors import StorageError
 from core.storage.records import Connection, MemoryNode
@@ -47,3 +48,21 @@ def storable_connections(node: MemoryNode, connections: Sequence[Connection]) ->
         if c.node_id != node.id and math.isfinite(c.strength)
     }
     return list(kept.values())
+
+
+# The columns of an edge as both backends store and export them.
+EDGE_COLUMNS = "from_id, to_id, relation_type, strength, explanation"
+
+
+def edges_export(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Edge rows (:data:`EDGE_COLUMNS`) as a person's export shows them."""
+    return [
+        {
+            "from": r[0],
+            "to": r[1],
+            "relation_type": r[2],
+            "strength": round(float(r[3]), 4),
+            "explanation": r[4],
+        }
+        for r in rows
+    ]

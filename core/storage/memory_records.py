@@ -435,3 +435,40 @@ def export_memories(
     for version in sorted(versions, key=lambda v: (v.memory_id, v.version)):
         history.setdefault(version.memory_id, []).append(version.to_dict())
     return [{**m.to_dict(), "history": history.get(m.id, [])} for m in memories]
+
+
+# -- rows as both backends store them ------------------------------------------------
+
+MEMORY_COLUMNS = (
+    "id, owner, category, key, content, tags, priority, source, verified, verified_by, "
+    "verified_at, confidence, expires_at, scope, created_at, updated_at, version"
+)
+# Critical first, then most recently updated (then latest stored), on both backends.
+MEMORY_ORDER = (
+    "CASE m.priority WHEN 'critical' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,"
+    " m.updated_at DESC, m.seq DESC"
+)
+
+
+def memory_row(m: StructuredMemory) -> tuple[Any, ...]:
+    """A memory's row as stored, in :data:`MEMORY_COLUMNS` order (``verified`` a bool:
+    SQLite stores it as 1 or 0)."""
+    return (
+        m.id,
+        m.owner,
+        m.category.value,
+        m.key,
+        m.content,
+        json.dumps(m.tags, ensure_ascii=False),
+        m.priority.value,
+        m.source.value,
+        bool(m.verified),
+        m.verified_by,
+        opt_ts(m.verified_at),
+        m.confidence,
+        opt_ts(m.expires_at),
+        m.scope,
+        to_ts(m.created_at),
+        to_ts(m.updated_at),
+        m.version,
+    )

@@ -76,12 +76,18 @@ def owner_words(owner: str | None, content: str | None) -> str:
     return " ".join(owner_word(key, word) for word in words(content))
 
 
-def query_terms(owner: str, text: str, stop_words: Iterable[str] = ()) -> list[str]:
-    """FTS5 terms finding ``owner``'s nodes that hold a word of ``text``: quoted (nothing
-    in the text is FTS syntax), stop words out unless nothing else is left, words of one
-    letter out, at most :data:`MAX_QUERY_WORDS`."""
+def search_words(text: str, stop_words: Iterable[str] = ()) -> list[str]:
+    """The words of ``text`` a full-text search looks for (both backends): folded, words
+    of one letter out, stop words out unless nothing else is left, at most
+    :data:`MAX_QUERY_WORDS`."""
     found = [word for word in words(text) if len(word) > 1]
     stop = set(stop_words)
     kept = [word for word in found if word not in stop] or found
+    return kept[:MAX_QUERY_WORDS]
+
+
+def query_terms(owner: str, text: str, stop_words: Iterable[str] = ()) -> list[str]:
+    """FTS5 terms finding ``owner``'s nodes that hold a word of ``text``
+    (:func:`search_words`), quoted: nothing in the text is FTS syntax."""
     key = owner_key(owner)
-    return [f'"{owner_word(key, word)}"' for word in kept[:MAX_QUERY_WORDS]]
+    return [f'"{owner_word(key, word)}"' for word in search_words(text, stop_words)]

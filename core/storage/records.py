@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 # Stands for every owner in the changes other processes are told of: a change to all of
 # them at once (re-embedding every vector).
@@ -144,3 +144,60 @@ def user_to_dict(user: UserRecord) -> dict[str, Any]:
         "last_seen_at": user.last_seen_at.isoformat() if user.last_seen_at else None,
         "profile": user.profile,
     }
+
+
+# -- rows as both backends store them ------------------------------------------------
+
+USER_COLUMNS = (
+    "key, platform, external_id, display_name, language, created_at, last_seen_at, profile"
+)
+USER_COLUMN_NAMES = tuple(name.strip() for name in USER_COLUMNS.split(","))
+
+
+NODE_COLUMNS = (
+    "id, owner, type, content, ts, chat_id, chat_kind, scope, platform_message_id, reply_to, "
+    "tags, emotion, emotion_score, source_id"
+)
+
+
+class NodeRow(NamedTuple):
+    """A node's columns as stored, in :data:`NODE_COLUMNS` order (what the kept latest
+    nodes hold: a fresh :class:`MemoryNode` is built from one for every caller)."""
+
+    id: str
+    owner: str
+    type: str
+    content: str
+    ts: float
+    chat_id: str
+    chat_kind: str
+    scope: str
+    platform_message_id: str | None
+    reply_to: str | None
+    tags: str
+    emotion: str | None
+    emotion_score: float | None
+    source_id: str | None
+
+
+assert NodeRow._fields == tuple(name.strip() for name in NODE_COLUMNS.split(","))
+
+
+def node_params(node: MemoryNode) -> NodeRow:
+    """The node's row as stored (what is inserted, and what the latest nodes keep)."""
+    return NodeRow(
+        node.id,
+        node.owner,
+        node.type.value,
+        node.content,
+        to_ts(node.timestamp),
+        node.chat_id,
+        node.chat_kind,
+        node.scope,
+        node.platform_message_id,
+        node.reply_to,
+        json.dumps(node.tags, ensure_ascii=False),
+        node.emotion,
+        node.emotion_score,
+        node.source_id,
+    )

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Migration:
     """A schema step. Versions are global and unique: 1-9 core, 10-19 memory graph,
-    20-29 emotion, 30-39 structured memories, 40-49 import."""
+    20-29 emotion, 30-39 structured memories, 40-49 learned profile, 60-69 several
+    processes (PostgreSQL), 70-79 feedback."""
 
     version: int
     name: str

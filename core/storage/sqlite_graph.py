@@ -40,8 +40,14 @@ import numpy as np
 
 from core.storage.api import GraphStore
 from core.storage.database import Database
-from core.storage.graph_records import Edge, EmbeddingModelMismatch, NodePlace
-from core.storage.latest_nodes import node_from_kept
+from core.storage.graph_records import (
+    EDGE_COLUMNS,
+    Edge,
+    EmbeddingModelMismatch,
+    NodePlace,
+    edges_export,
+)
+from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
 from core.storage.loading import LoadGuard
 from core.storage.owner_changes import EVERY_OWNER, announced, record_change_in
 from core.storage.owner_words import MAX_QUERY_WORDS, query_terms
@@ -233,13 +239,7 @@ class SQLiteGraphStore(GraphStore):
         self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
     ) -> tuple[str, datetime] | None:
         until, skip = to_ts(at), exclude or ""
-        kept = await self.nodes.latest_matching(
-            owner,
-            1,
-            lambda row: (
-                row.ts <= until and row.id != skip and (node_type is None or row.type == node_type)
-            ),
-        )
+        kept = await self.nodes.latest_matching(owner, 1, latest_rows(at, exclude, node_type))
         if kept is not None:
             return (kept[0].id, from_ts(kept[0].ts)) if kept else None
         sql = "SELECT id, ts FROM nodes WHERE owner = ? AND ts <= ? AND id != ?"
@@ -258,12 +258,8 @@ class SQLiteGraphStore(GraphStore):
         self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
     ) -> list[MemoryNode]:
         """The owner's latest nodes of one chat in ``[since, at]``, oldest first."""
-        until, first = to_ts(at), to_ts(since)
         kept = await self.nodes.latest_matching(
-            owner,
-            limit,
-            lambda row: first <= row.ts <= until and row.chat_id == chat_id,
-            since=first,
+            owner, limit, chat_rows(chat_id, at, since), since=to_ts(since)
         )
         if kept is not None:
             return [node_from_kept(row) for row in reversed(kept)]
@@ -601,20 +597,11 @@ class SQLiteGraphStore(GraphStore):
 
     async def export_owner(self, owner: str) -> Any:
         rows = await self.db.fetchall(
-            "SELECT from_id, to_id, relation_type, strength, explanation FROM graph_connections"
+            f"SELECT {EDGE_COLUMNS} FROM graph_connections"
             " WHERE owner = ? ORDER BY from_id, to_id, relation_type",
             (owner,),
         )
-        return [
-            {
-                "from": r[0],
-                "to": r[1],
-                "relation_type": r[2],
-                "strength": round(float(r[3]), 4),
-                "explanation": r[4],
-            }
-            for r in rows
-        ]
+        return edges_export(rows)
 
     async def delete_owner(self, owner: str) -> int:
         removed = 0

@@ -21,6 +21,8 @@ from core.storage.memory_records import (
     MAX_QUERY_TERMS,
     MAX_TAG_CHARS,
     MAX_TAGS,
+    MEMORY_COLUMNS,
+    MEMORY_ORDER,
     Category,
     MemoryCounts,
     MemoryValidationError,
@@ -32,6 +34,7 @@ from core.storage.memory_records import (
     decide_upsert,
     export_memories,
     memory_from_row,
+    memory_row,
     new_memory_id,
     normalise_content,
     normalise_key,
@@ -86,37 +89,10 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{term}"' for term in terms)
 
 
-_COLUMNS = (
-    "id, owner, category, key, content, tags, priority, source, verified, verified_by, "
-    "verified_at, confidence, expires_at, scope, created_at, updated_at, version"
-)
+_COLUMNS = MEMORY_COLUMNS
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
-_PRIORITY_ORDER = (
-    "CASE m.priority WHEN 'critical' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END"
-)
-_ORDER = f"{_PRIORITY_ORDER}, m.updated_at DESC, m.seq DESC"
-
-
-def _params(m: StructuredMemory) -> tuple[Any, ...]:
-    return (
-        m.id,
-        m.owner,
-        m.category.value,
-        m.key,
-        m.content,
-        json.dumps(m.tags, ensure_ascii=False),
-        m.priority.value,
-        m.source.value,
-        int(m.verified),
-        m.verified_by,
-        opt_ts(m.verified_at),
-        m.confidence,
-        opt_ts(m.expires_at),
-        m.scope,
-        to_ts(m.created_at),
-        to_ts(m.updated_at),
-        m.version,
-    )
+_ORDER = MEMORY_ORDER
+_params = memory_row
 
 
 def _scope_filter(scopes: Sequence[str] | None, params: list[Any]) -> str:

@@ -18,7 +18,10 @@ from core.storage.latest_nodes import (
     LATEST_PER_OWNER,
     MAX_LATEST_NODES,
     LatestNodes,
+    matching,
+    message_rows,
     node_from_kept,
+    recent_rows,
 )
 from core.storage.loading import LoadGuard
 from core.storage.owner_changes import announced, record_change_in
@@ -146,23 +149,9 @@ class SQLiteNodeStore(NodeStore):
         since: float | None = None,
     ) -> list[NodeRow] | None:
         """Up to ``limit`` of the owner's latest stored rows that ``keep`` accepts, newest
-        first, from memory; None when memory cannot tell (the answer may lie among older
-        nodes: ask SQLite). ``since``: rows older than that time are never wanted."""
-        latest = await self._latest_of(owner)
-        found: list[NodeRow] = []
-        for row in latest.newest_first():
-            if len(found) >= limit:
-                break
-            if keep(row):
-                found.append(row)
-        # Every node not kept is older than (or as old as) the oldest kept one.
-        if (
-            len(found) >= limit
-            or latest.complete
-            or (since is not None and latest.oldest_ts < since)
-        ):
-            return found
-        return None
+        first, from memory; None when memory cannot tell (ask SQLite): see
+        :func:`core.storage.latest_nodes.matching`."""
+        return matching(await self._latest_of(owner), limit, keep, since=since)
 
     async def known_sources(self, owner: str, source_ids: Sequence[str]) -> set[str]:
         ids = list(dict.fromkeys(source_ids))
@@ -206,17 +195,8 @@ class SQLiteNodeStore(NodeStore):
         chat_id: str | None = None,
         before: datetime | None = None,
     ) -> list[MemoryNode]:
-        allowed = set(scopes) if scopes is not None else None
         until = to_ts(before) if before is not None else None
-        kept = await self.latest_matching(
-            owner,
-            limit,
-            lambda row: (
-                (allowed is None or row.scope in allowed)
-                and (chat_id is None or row.chat_id == chat_id)
-                and (until is None or row.ts < until)
-            ),
-        )
+        kept = await self.latest_matching(owner, limit, recent_rows(scopes, chat_id, before))
         if kept is not None:
             return [node_from_kept(row) for row in reversed(kept)]
         sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = ?"
@@ -272,9 +252,7 @@ class SQLiteNodeStore(NodeStore):
         await self._settling.wait_all()
 
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
-        kept = await self.latest_matching(
-            owner, 1, lambda row: row.platform_message_id == platform_message_id
-        )
+        kept = await self.latest_matching(owner, 1, message_rows(platform_message_id))
         if kept is not None:
             return node_from_kept(kept[0]) if kept else None
         row = await self.db.fetchone(

@@ -13,15 +13,32 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from core.storage.graph_records import storable_connections
-from core.storage.records import EVERY_OWNER, Connection, MemoryNode, to_ts
+from core.storage.records import (
+    EVERY_OWNER,
+    NODE_COLUMNS,
+    USER_COLUMN_NAMES,
+    USER_COLUMNS,
+    Connection,
+    MemoryNode,
+    NodeRow,
+    node_params,
+)
 from core.storage.vector_cache import blob
 
-__all__ = ["EVERY_OWNER"]
+# Kept importable from here (the row shapes are both backends', in core.storage.records).
+__all__ = [
+    "EVERY_OWNER",
+    "NODE_COLUMNS",
+    "USER_COLUMNS",
+    "USER_COLUMN_NAMES",
+    "NodeRow",
+    "node_params",
+]
 
 # Stands for no owner: the row a prune at open writes so that readers notice it.
 NOBODY = ""
@@ -32,64 +49,10 @@ KEEP_CHANGES_S = 24 * 3600.0
 # single drops, and it bounds the rows read on the event loop.
 MAX_OWNERS_PER_CATCH_UP = 512
 
-USER_COLUMNS = (
-    "key, platform, external_id, display_name, language, created_at, last_seen_at, profile"
-)
-USER_COLUMN_NAMES = tuple(name.strip() for name in USER_COLUMNS.split(","))
-
 
 def user_row(row: Any) -> dict[str, Any]:
     """A user's row as a plain dict (column -> value): kept in memory, and picklable."""
     return {name: row[name] for name in USER_COLUMN_NAMES}
-
-
-NODE_COLUMNS = (
-    "id, owner, type, content, ts, chat_id, chat_kind, scope, platform_message_id, reply_to, "
-    "tags, emotion, emotion_score, source_id"
-)
-
-
-class NodeRow(NamedTuple):
-    """A node's columns as stored, in :data:`NODE_COLUMNS` order (what the kept latest
-    nodes hold: a fresh :class:`MemoryNode` is built from one for every caller)."""
-
-    id: str
-    owner: str
-    type: str
-    content: str
-    ts: float
-    chat_id: str
-    chat_kind: str
-    scope: str
-    platform_message_id: str | None
-    reply_to: str | None
-    tags: str
-    emotion: str | None
-    emotion_score: float | None
-    source_id: str | None
-
-
-assert NodeRow._fields == tuple(name.strip() for name in NODE_COLUMNS.split(","))
-
-
-def node_params(node: MemoryNode) -> NodeRow:
-    """The node's row as stored (what is inserted, and what the latest nodes keep)."""
-    return NodeRow(
-        node.id,
-        node.owner,
-        node.type.value,
-        node.content,
-        to_ts(node.timestamp),
-        node.chat_id,
-        node.chat_kind,
-        node.scope,
-        node.platform_message_id,
-        node.reply_to,
-        json.dumps(node.tags, ensure_ascii=False),
-        node.emotion,
-        node.emotion_score,
-        node.source_id,
-    )
 
 
 INSERT_NODE = (

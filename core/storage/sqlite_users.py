@@ -145,33 +145,6 @@ class SQLiteUserStore(UserStore):
         row = await self._row(key)
         return self._from_row(row) if row else None
 
-    async def update_profile(self, key: str, **fields: Any) -> None:
-        def update(profile: dict[str, Any]) -> None:
-            profile.update(fields)
-
-        await self.change_profile_with(key, update)
-
-    async def change_profile(
-        self,
-        key: str,
-        field: str,
-        change: Callable[[Any], T],
-        *,
-        announce: bool = False,
-        wait: bool = True,
-    ) -> T:
-        """Read-modify-write of one profile field in one transaction and one round trip:
-        ``change(current value or None)`` runs on the database thread (it must be quick
-        and must not await) and returns the new value, which is stored and returned.
-        ``announce``: see :meth:`change_profile_with`."""
-
-        def update(profile: dict[str, Any]) -> T:
-            value = change(profile.get(field))
-            profile[field] = value
-            return value
-
-        return await self.change_profile_with(key, update, announce=announce, wait=wait)
-
     async def change_profile_with(
         self,
         key: str,

@@ -1,12 +1,14 @@
 """A bot process under load, for the SIGKILL test (not a test module itself).
 
 Builds the real application engine from the ``AKIRA_*`` environment (``build_handler``, a
-real SQLite file under ``AKIRA_DATA_DIR``), with a scripted model that answers after a
+real SQLite file under ``AKIRA_DATA_DIR``, or the PostgreSQL database it names), with a scripted model that answers after a
 random 5-40 ms, and lets ``--users`` people send ``--messages`` messages each, all at once.
 Every time a person receives the answer to a message it prints ``ACK <user> <index>`` and
 flushes: the engine only answers after the message was persisted, so an ACK line is the
 evidence that the message is in the database. The test kills this process with SIGKILL
-somewhere in the middle and checks the database against the ACK lines.
+somewhere in the middle and checks the database against the ACK lines. With ``--stdin``
+the test sends the messages itself (``<user> <index>`` lines), as a load balancer in front
+of two such processes would.
 """
 
 from __future__ import annotations
@@ -82,35 +84,62 @@ class AckResponder:
         return _typing()
 
 
+def message_of(user: int, index: int) -> IncomingMessage:
+    return IncomingMessage(
+        platform=PLATFORM,
+        chat=ChatRef(PLATFORM, f"dm-{user}", ChatKind.DM),
+        author=UserRef(PLATFORM, str(user), display_name=f"user {user}"),
+        text=message_text(user, index),
+        message_id=f"{user}-{index}",
+        sent_at=utcnow(),
+    )
+
+
 async def person(engine: object, user: int, messages: int) -> None:
     for index in range(messages):
-        message = IncomingMessage(
-            platform=PLATFORM,
-            chat=ChatRef(PLATFORM, f"dm-{user}", ChatKind.DM),
-            author=UserRef(PLATFORM, str(user), display_name=f"user {user}"),
-            text=message_text(user, index),
-            message_id=f"{user}-{index}",
-            sent_at=utcnow(),
+        await engine.handle(message_of(user, index), AckResponder(user, index))  # type: ignore[attr-defined]
+
+
+async def from_stdin(engine: object) -> None:
+    """Messages as the test sends them, one ``<user> <index>`` line each, every one
+    handled as it comes (a bot process behind a load balancer); ends at end of input."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    handling: set[asyncio.Task[None]] = set()
+    while line := await reader.readline():
+        user, index = (int(part) for part in line.split())
+        task = asyncio.create_task(
+            engine.handle(message_of(user, index), AckResponder(user, index))  # type: ignore[attr-defined]
         )
-        await engine.handle(message, AckResponder(user, index))  # type: ignore[attr-defined]
+        handling.add(task)
+        task.add_done_callback(handling.discard)
+    await asyncio.gather(*handling)
 
 
 async def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--users", type=int, default=20)
     parser.add_argument("--messages", type=int, default=40)
+    parser.add_argument(
+        "--stdin", action="store_true", help="the messages come from standard input"
+    )
     args = parser.parse_args(argv)
     settings = Settings(bot={"rate_limit_messages": 0})
     engine = build_handler(settings, llm=JitteryProvider(seed=1))
     await engine.start()
     workers: list[int | None] = []
     if isinstance(engine, Engine):
-        await engine.storage.db.wait_writer()  # with AKIRA_STORAGE__WRITER=process
+        if engine.storage.backend == "sqlite":
+            await engine.storage.db.wait_writer()  # with AKIRA_STORAGE__WRITER=process
     else:  # AKIRA_BOT__WORKERS: the engine's processes, for the test to kill as well
         workers = list(engine.worker_pids)
     sys.stdout.write(f"READY {' '.join(str(pid) for pid in workers)}\n")
     sys.stdout.flush()
-    await asyncio.gather(*(person(engine, u, args.messages) for u in range(args.users)))
+    if args.stdin:
+        await from_stdin(engine)
+    else:
+        await asyncio.gather(*(person(engine, u, args.messages) for u in range(args.users)))
     sys.stdout.write("DONE\n")
     sys.stdout.flush()
     await engine.close()

@@ -38,7 +38,7 @@ class PostgresStorage:
         self.db = PgDatabase(dsn, max_size=pool_size)
         self.users = PgUserStore(self.db)
         self.nodes = PgNodeStore(self.db)
-        self.graph = PgGraphStore(self.db)
+        self.graph = PgGraphStore(self.db, nodes=self.nodes)
         self.memories = PgMemoryStore(self.db)
         self.profiles = PgProfileStore(self.db)
         # Erased in this order, users last (as SQLite: the graph before the nodes).
@@ -106,6 +106,10 @@ class PostgresStorage:
         self._change_listeners.append(listener)
 
     def drop_cached(self, owner: str | None) -> None:
+        if owner is None:
+            self.db.serving.clear()
+        else:
+            self.db.serving.pop(owner, None)
         self.users.drop_cached(owner)
         for part in self._parts:
             part.drop_cached(owner)

@@ -26,6 +26,7 @@ LOCK_NAMESPACE = 0x414B
 MIGRATION_LOCK = 0  # the key, in that namespace, held while migrating
 CONNECT_TIMEOUT_S = 5.0  # a server that is down is told quickly, not after a minute
 COMMAND_TIMEOUT_S = 30.0
+MAX_SERVING = 100_000  # people whose node version this process remembers
 
 # What a driver raises when the server is gone, restarting or unreachable.
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
@@ -64,9 +65,24 @@ class PgDatabase:
         self.min_size = min_size
         self.max_size = max_size
         self._pool: asyncpg.Pool | None = None
+        # The people this process served, with their node version as read when it was
+        # last granted their lock (and as this process's own writes moved it since):
+        # what the stores keep of a person is used while it is at this version. Read
+        # again with each lock; between two (the reply stored after delivery) the kept
+        # rows are the person's as the lock was let go.
+        self.serving: dict[str, int] = {}
 
     def __repr__(self) -> str:  # never the DSN
         return f"PgDatabase(open={self._pool is not None})"
+
+    def served(self, owner: str, version: int | None) -> None:
+        """``owner``'s lock was granted with their node version ``version`` (None: no
+        user row yet, nothing is kept of them)."""
+        self.serving.pop(owner, None)
+        if version is not None:
+            if len(self.serving) >= MAX_SERVING:
+                self.serving.pop(next(iter(self.serving)))  # the longest unseen
+            self.serving[owner] = version
 
     @property
     def pool(self) -> asyncpg.Pool:

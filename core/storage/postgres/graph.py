@@ -22,15 +22,24 @@ import numpy as np
 
 from core.storage.api import GraphStore
 from core.storage.graph_records import (
+    EDGE_COLUMNS,
     Edge,
     EmbeddingModelMismatch,
     NodePlace,
+    edges_export,
     storable_connections,
 )
-from core.storage.owner_words import MAX_QUERY_WORDS, words
+from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
+from core.storage.owner_words import search_words
 from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import PgDatabase, affected
-from core.storage.postgres.nodes import INSERT_NODE, NODE_COLUMNS, node_args
+from core.storage.postgres.nodes import (
+    BUMP_VERSION,
+    INSERT_NODE,
+    NODE_COLUMNS,
+    PgNodeStore,
+    node_args,
+)
 from core.storage.records import (
     EVERY_OWNER,
     Connection,
@@ -41,7 +50,7 @@ from core.storage.records import (
 )
 from core.storage.vector_cache import OwnerVectors, as_vector, blob
 
-_EDGE_COLUMNS = "from_id, to_id, relation_type, strength, explanation"
+_EDGE_COLUMNS = EDGE_COLUMNS
 # $1-$14 the node (core.storage.postgres.nodes.node_args), $15 vector bytes or NULL,
 # $16 its dimension, $17 model, $18 tags, $19-$22 edges (targets, relations, strengths,
 # explanations), $23 whether to announce the change, $24 the channel, $25 entities.
@@ -73,29 +82,29 @@ edges AS (
     ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET
         strength = EXCLUDED.strength, explanation = EXCLUDED.explanation
 ),
-announced AS (SELECT pg_notify($24, $2) FROM node WHERE $23)
-SELECT seq FROM node, (SELECT count(*) FROM announced) AS a
+announced AS (SELECT pg_notify($24, $2) FROM node WHERE $23),
+bumped AS ({BUMP_VERSION.format(changed="node")})
+SELECT seq, (SELECT node_version FROM bumped) FROM node, (SELECT count(*) FROM announced) AS a
 """
 FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
 
 
 def _tsquery(query: str, stop_words: Iterable[str]) -> str | None:
-    """``a | b | c`` from the query's folded words (letters and digits only: nothing of
-    the text is read as query syntax), stop words out unless nothing else is left."""
-    found = [word for word in words(query) if len(word) > 1]
-    stop = set(stop_words)
-    kept = [word for word in found if word not in stop] or found
-    return " | ".join(kept[:MAX_QUERY_WORDS]) or None
+    """``a | b | c`` from the query's words (:func:`search_words`: letters and digits
+    only, so nothing of the text is read as query syntax)."""
+    return " | ".join(search_words(query, stop_words)) or None
 
 
 class _Cached:
-    """An owner's matrix and edges, and the newest ``seq`` they hold."""
+    """An owner's matrix and edges, the newest ``seq`` they hold, and the owner's node
+    version they are current at (None: unknown)."""
 
-    __slots__ = ("seq", "unwalkable", "vectors")
+    __slots__ = ("seq", "unwalkable", "vectors", "version")
 
     def __init__(self, vectors: OwnerVectors | None, seq: int) -> None:
         self.vectors = vectors
         self.seq = seq
+        self.version: int | None = None
         self.unwalkable = False  # a node without a vector was seen before the matrix
 
     @property
@@ -104,8 +113,17 @@ class _Cached:
 
 
 class PgGraphStore(GraphStore):
-    def __init__(self, db: PgDatabase, *, max_cached_rows: int = 400_000) -> None:
+    def __init__(
+        self,
+        db: PgDatabase,
+        *,
+        max_cached_rows: int = 400_000,
+        nodes: PgNodeStore | None = None,
+    ) -> None:
         self.db = db
+        # The node store keeping the latest nodes of the people being served.
+        self.nodes = nodes if nodes is not None else PgNodeStore(db)
+        self.nodes.moved_without_node.append(self._moved_without_node)
         self.max_cached_rows = max_cached_rows
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cached_rows = 0
@@ -181,7 +199,7 @@ class PgGraphStore(GraphStore):
         edges = storable_connections(node, connections)
         # One statement (atomic on its own, one round trip): the node, then from what
         # it inserted (nothing for a duplicate) its vector, tag postings and edges.
-        seq = await self.db.fetchval(
+        row = await self.db.fetchrow(
             ADD_NODE,
             *node_args(node),
             None if vector is None else blob(vector),
@@ -196,19 +214,27 @@ class PgGraphStore(GraphStore):
             CHANNEL,
             list(dict.fromkeys(entities)),
         )
-        if seq is None:
+        if row is None:
             return False
-        seq = int(seq)
+        seq, version = int(row[0]), row[1]
+        self.nodes.stored(node, version)
         cached = self._cache.get(owner)
-        if cached is not None and cached.seq == seq - 1 and vector is None:
-            cached.seq = seq
+        # The next node in order: the only write since the version the cache is at (or,
+        # without a version, the next seq). Otherwise the next search reads what it misses.
+        by_version = cached is not None and version is not None and cached.version == version - 1
+        follows = cached is not None and (
+            by_version or (cached.version is None and cached.seq == seq - 1)
+        )
+        if cached is not None and not follows:
+            cached.version = None  # the next search reads what it misses
+        elif cached is not None and vector is None:
+            cached.seq = max(cached.seq, seq)
+            cached.version = version if by_version else None
             if cached.vectors is not None:
                 cached.vectors.walkable = False
             else:
                 cached.unwalkable = True
-        elif cached is not None and vector is not None and cached.seq == seq - 1:
-            # The next node in order: appended here, no query. Otherwise the next
-            # search reads what it misses.
+        elif cached is not None and vector is not None:
             if cached.vectors is None:
                 cached.vectors = OwnerVectors(int(np.asarray(vector).shape[-1]))
             before = cached.rows
@@ -221,7 +247,8 @@ class PgGraphStore(GraphStore):
                 vectors.add_edge(
                     Edge(node.id, c.node_id, c.relation_type, float(c.strength), c.explanation)
                 )
-            cached.seq = seq
+            cached.seq = max(cached.seq, seq)
+            cached.version = version if by_version else None
             self._cached_rows += cached.rows - before
             self._evict()
         return True
@@ -231,6 +258,9 @@ class PgGraphStore(GraphStore):
     async def latest_node(
         self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
     ) -> tuple[str, datetime] | None:
+        kept = await self.nodes.latest_matching(owner, 1, latest_rows(at, exclude, node_type))
+        if kept is not None:
+            return (kept[0].id, from_ts(kept[0].ts)) if kept else None
         sql = "SELECT id, ts FROM nodes WHERE owner = $1 AND ts <= $2 AND id <> $3"
         args: list[Any] = [owner, to_ts(at), exclude or ""]
         if node_type is not None:
@@ -242,6 +272,11 @@ class PgGraphStore(GraphStore):
     async def previous_in_chat(
         self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
     ) -> list[MemoryNode]:
+        kept = await self.nodes.latest_matching(
+            owner, limit, chat_rows(chat_id, at, since), since=to_ts(since)
+        )
+        if kept is not None:
+            return [node_from_kept(row) for row in reversed(kept)]
         rows = await self.db.fetch(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND chat_id = $2"
             " AND ts <= $3 AND ts >= $4 ORDER BY ts DESC, seq DESC LIMIT $5",
@@ -310,11 +345,16 @@ class PgGraphStore(GraphStore):
             cached = _Cached(None, 0)
         else:
             self._cache.move_to_end(owner)
+        if cached.version is not None and cached.version == self.db.serving.get(owner):
+            return cached.vectors  # nobody wrote the owner's nodes since: no query
         # A nested loop from the owner's new nodes (usually none: one index probe; a join
         # over every vector of the owner grows with their history), each with its
         # outgoing edges (edges are written with their source node, never later): the
-        # recall walk then reads them from memory, as with SQLite.
-        rows = await self.db.fetch(
+        # recall walk then reads them from memory, as with SQLite. With them, the
+        # owner's node version (the same snapshot).
+        found = await self.db.fetch(
+            "SELECT v.version, x.* FROM (SELECT (SELECT node_version FROM users"
+            " WHERE key = $1) AS version) AS v LEFT JOIN LATERAL ("
             "SELECT n.id AS node_id, e.vector, e.dim, n.ts, n.scope, n.seq,"
             " (SELECT json_agg(json_build_array(c.to_id, c.relation_type, c.strength,"
             "  c.explanation)) FROM graph_connections c"
@@ -322,10 +362,14 @@ class PgGraphStore(GraphStore):
             " FROM nodes n LEFT JOIN LATERAL (SELECT vector, dim FROM graph_embeddings"
             "  WHERE node_id = n.id AND owner = $1) AS e ON true"
             # The row comparison walks the (owner, seq) index from the last one seen.
-            " WHERE (n.owner, n.seq) > ($1, $2) AND n.owner = $1 ORDER BY n.owner, n.seq",
+            " WHERE (n.owner, n.seq) > ($1, $2) AND n.owner = $1) AS x ON true ORDER BY x.seq",
             owner,
             cached.seq,
         )
+        version = found[0]["version"] if found else None
+        rows = [row for row in found if row["node_id"] is not None]
+        if owner in self._cache or rows:
+            cached.version = None if version is None else int(version)
         if rows:
             before = cached.rows
             for row in rows:
@@ -362,6 +406,11 @@ class PgGraphStore(GraphStore):
             self._cached_rows += cached.rows - before
             self._evict()
         return cached.vectors
+
+    def _moved_without_node(self, owner: str, version: int) -> None:
+        cached = self._cache.get(owner)
+        if cached is not None and cached.version == version - 1:
+            cached.version = version  # an emotion read: the vectors and edges are the same
 
     def _evict(self) -> None:
         while self._cached_rows > self.max_cached_rows and len(self._cache) > 1:
@@ -499,16 +548,27 @@ class PgGraphStore(GraphStore):
         return [Connection(r[0], r[1], float(r[2]), r[3]) for r in rows]
 
     async def vectors(self, owner: str, node_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        ids = list(dict.fromkeys(node_ids))
-        if not ids:
-            return {}
-        rows = await self.db.fetch(
-            "SELECT node_id, vector FROM graph_embeddings"
-            " WHERE owner = $1 AND node_id = ANY($2::text[])",
-            owner,
-            ids,
-        )
-        return {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+        """From the owner's kept matrix where it holds them (a stored vector never
+        changes: re-embedding and forgetting drop the matrix), the rest from PostgreSQL."""
+        cached = self._cache.get(owner)
+        held = cached.vectors if cached is not None else None
+        out: dict[str, np.ndarray] = {}
+        missing: list[str] = []
+        for node_id in dict.fromkeys(node_ids):
+            i = held.index.get(node_id) if held is not None else None
+            if held is not None and i is not None:
+                out[node_id] = held.matrix[i]
+            else:
+                missing.append(node_id)
+        if missing:
+            rows = await self.db.fetch(
+                "SELECT node_id, vector FROM graph_embeddings"
+                " WHERE owner = $1 AND node_id = ANY($2::text[])",
+                owner,
+                missing,
+            )
+            out.update((r[0], np.frombuffer(r[1], dtype=np.float32)) for r in rows)
+        return out
 
     async def node_count_with_vectors(self, owner: str) -> int:
         return int(
@@ -523,16 +583,7 @@ class PgGraphStore(GraphStore):
             " WHERE owner = $1 ORDER BY from_id, to_id, relation_type",
             owner,
         )
-        return [
-            {
-                "from": r[0],
-                "to": r[1],
-                "relation_type": r[2],
-                "strength": round(float(r[3]), 4),
-                "explanation": r[4],
-            }
-            for r in rows
-        ]
+        return edges_export(rows)
 
     async def delete_owner(self, owner: str) -> int:
         removed = 0

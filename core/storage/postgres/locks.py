@@ -16,8 +16,15 @@ any pooled connection, before it waits for anything; the holder checks, under th
 earlier message of the person is still waiting, and if one is, lets go and tries again a
 moment later. Waiters try again every few milliseconds (doubling up to 50 ms) rather
 than wait in PostgreSQL's queue on a pooled connection: waiters holding the pool left the
-holder none to finish with (seen: a load run that hung). Registered rows older than :data:`ARRIVAL_TTL_S` are ignored (their
-process died: that message was never answered, and must not hold the person up).
+holder none to finish with (seen: a load run that hung).
+
+Arrivals are registered on a connection of their own, every arrival asked for while the
+last batch was on its way in one statement: on a pooled connection a registration waited
+for a free one behind the work of everyone being served, and the later message of a
+person, registered meanwhile in the other process, went first. A registered row names
+that connection's server process; a bot process killed with ``kill -9`` loses it, and its
+rows are ignored at once (its messages were never answered and must not hold the person
+up). Rows older than :data:`ARRIVAL_TTL_S` are ignored too, whoever registered them.
 """
 
 from __future__ import annotations
@@ -44,21 +51,27 @@ RETRY_S = 0.005
 MAX_RETRY_S = 0.05
 _ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError)
 
-# Registers the arrival: on any pooled connection, at once (not behind other people's
-# lock operations on a locking session).
+# Registers a batch of arrivals, named by the registering connection's server process.
 _ARRIVE = (
-    "INSERT INTO person_arrivals(owner, sent_at, message_no) VALUES ($1, $2, $3) RETURNING arrival"
+    "INSERT INTO person_arrivals(owner, sent_at, message_no, pid)"
+    " SELECT o, s, n, pg_backend_pid() FROM unnest($1::text[], $2::float8[], $3::numeric[])"
+    " AS a(o, s, n) RETURNING owner, sent_at, message_no, arrival"
 )
 # Tries the person's lock: NULL when another process holds it; else whether no earlier
-# message of the person is still waiting.
+# message of the person is still waiting (registered by a process that is still there).
+# With it, once first, the person's node version, read after the lock was granted
+# (OFFSET 0 keeps the lock's subquery from being merged into the outer one).
 _TRY_FIRST = f"""
-SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
-    SELECT 1 FROM person_arrivals
-    WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
-      AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S}))
-END
+SELECT l.first, CASE WHEN l.first THEN akira_node_version($1) END FROM (
+    SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
+        SELECT 1 FROM person_arrivals a
+        WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
+          AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S})
+          AND (a.pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_get_activity(a.pid))))
+    END AS first OFFSET 0) AS l
 """
 _UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
+_FORGET = "DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2"
 _DONE = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
     f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3)"
@@ -100,6 +113,14 @@ class _Session:
         assert row is not None
         return row
 
+    async def fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
+        async with self.use:
+            if self.conn is None or self.conn.is_closed():
+                self.conn = await self.db.connect()
+            with translated():
+                rows: list[asyncpg.Record] = await self.conn.fetch(sql, *args)
+        return rows
+
     def drop(self) -> None:
         if self.conn is not None:
             self.conn.terminate()
@@ -114,10 +135,59 @@ class _Session:
                 conn.terminate()
 
 
+class _Arrivals:
+    """Registers arrivals on a connection of its own: those asked for while a batch is
+    on its way go together in the next statement."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        self.session = _Session(db)
+        self._pending: list[tuple[str, float, int, asyncio.Future[int]]] = []
+        self._sending: asyncio.Task[None] | None = None
+
+    async def register(self, owner: str, when: float, number: int) -> int:
+        """The arrival's number, once it is stored."""
+        registered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending.append((owner, when, number, registered))
+        if self._sending is None:
+            self._sending = asyncio.create_task(self._send())
+        return await registered
+
+    async def _send(self) -> None:
+        batch: list[tuple[str, float, int, asyncio.Future[int]]] = []
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    rows = await self.session.fetch(
+                        _ARRIVE,
+                        [owner for owner, *_ in batch],
+                        [when for _, when, *_ in batch],
+                        [number for _, _, number, _ in batch],
+                    )
+                except Exception as exc:
+                    self.session.drop()  # a new connection (and server process) next time
+                    for *_, registered in batch:
+                        if not registered.done():
+                            registered.set_exception(exc)
+                    continue
+                numbers: dict[tuple[str, float, int], list[int]] = {}
+                for row in rows:
+                    numbers.setdefault((row[0], float(row[1]), int(row[2])), []).append(row[3])
+                for owner, when, number, registered in batch:
+                    if not registered.done():
+                        registered.set_result(int(numbers[(owner, when, number)].pop()))
+        finally:
+            self._sending = None
+            for *_, registered in (*batch, *self._pending):
+                if not registered.done():  # cancelled (the storage is closing)
+                    registered.set_exception(StorageError("the storage is closing"))
+
+
 class PersonLocks:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
         self._sessions = [_Session(db) for _ in range(SESSIONS)]
+        self._arrivals = _Arrivals(db)
         self.waits = 0  # times another process was serving the person (observability)
         self.yielded = 0  # times an earlier message of the person was let go first
 
@@ -129,7 +199,7 @@ class PersonLocks:
         session = self._sessions[key % SESSIONS]
         when = to_ts(sent_at) if sent_at is not None else time.time()
         number = message_number(message_id)
-        arrival = int(await self.db.fetchval(_ARRIVE, owner, when, number))
+        arrival = await self._arrivals.register(owner, when, number)
         deadline = time.monotonic() + ARRIVAL_TTL_S
         pause = RETRY_S
         try:
@@ -137,6 +207,7 @@ class PersonLocks:
                 row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
+                    self.db.served(owner, None if row[1] is None else int(row[1]))
                     break
                 if first is None:
                     self.waits += 1  # another process serves the person
@@ -160,10 +231,16 @@ class PersonLocks:
             await session.fetchrow(_DONE, owner, arrival, key)
         except _ERRORS as exc:
             # The session is gone (its locks with it) or the server is away (the engine
-            # says so, once); a left-over arrival is ignored once older than ARRIVAL_TTL_S.
+            # says so, once).
             log.debug("could not release a person's lock (%s)", type(exc).__name__)
             session.drop()  # closing the session lets go of its locks
+            try:
+                # Its registering connection is still there, so the arrival would hold
+                # the person up until ARRIVAL_TTL_S: forget it on any connection.
+                await self.db.execute(_FORGET, owner, arrival)
+            except _ERRORS:
+                pass  # the server is away: it expires
 
     async def close(self) -> None:
-        for session in self._sessions:
+        for session in (*self._sessions, self._arrivals.session):
             await session.close()

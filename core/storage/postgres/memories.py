@@ -13,6 +13,8 @@ import asyncpg
 
 from core.storage.api import MemoryStore
 from core.storage.memory_records import (
+    MEMORY_COLUMNS,
+    MEMORY_ORDER,
     Category,
     MemoryCounts,
     MemoryVersion,
@@ -23,6 +25,7 @@ from core.storage.memory_records import (
     decide_upsert,
     export_memories,
     memory_from_row,
+    memory_row,
     normalise_key,
     normalise_tags,
     opt_ts,
@@ -37,41 +40,16 @@ from core.storage.postgres.database import PgDatabase, affected
 from core.storage.records import to_ts
 from core.types import parse_user_key, utcnow
 
-COLUMNS = (
-    "id, owner, category, key, content, tags, priority, source, verified, verified_by, "
-    "verified_at, confidence, expires_at, scope, created_at, updated_at, version"
-)
+COLUMNS = MEMORY_COLUMNS
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in COLUMNS.split(","))
-_ORDER = (
-    "CASE m.priority WHEN 'critical' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END,"
-    " m.updated_at DESC, m.seq DESC"
-)
+_ORDER = MEMORY_ORDER
 HISTORY_COLUMNS = (
     "memory_id, owner, version, category, key, content, tags, priority, source, verified,"
     " verified_by, confidence, expires_at, scope, valid_from, replaced_at, change"
 )
 
 
-def memory_args(m: StructuredMemory) -> tuple[Any, ...]:
-    return (
-        m.id,
-        m.owner,
-        m.category.value,
-        m.key,
-        m.content,
-        json.dumps(m.tags, ensure_ascii=False),
-        m.priority.value,
-        m.source.value,
-        bool(m.verified),
-        m.verified_by,
-        opt_ts(m.verified_at),
-        m.confidence,
-        opt_ts(m.expires_at),
-        m.scope,
-        to_ts(m.created_at),
-        to_ts(m.updated_at),
-        m.version,
-    )
+memory_args = memory_row
 
 
 def version_args(v: MemoryVersion, owner: str) -> tuple[Any, ...]:

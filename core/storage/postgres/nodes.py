@@ -1,67 +1,154 @@
-"""PostgreSQL memory nodes: every message and reply of a person. Nothing is kept in
-memory: the next message of the person may reach another process."""
+"""PostgreSQL memory nodes: every message and reply of a person. The latest nodes of the
+people this process serves are kept in memory (core.storage.latest_nodes), as with
+SQLite, but used only while the person's node version (``users.node_version``, moved by
+every write to their nodes in the same statement) is the one this process last knew,
+read again each time it is granted the person's lock: the person's previous message may
+have been served by another process (docs/storage.md, Caches)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-import asyncpg
-
 from core.storage.api import NodeStore
-from core.storage.postgres.changes import notify
-from core.storage.postgres.database import PgDatabase, affected
-from core.storage.records import MemoryNode, node_from_row, node_to_dict, to_ts
-
-NODE_COLUMNS = (
-    "id, owner, type, content, ts, chat_id, chat_kind, scope, platform_message_id, reply_to, "
-    "tags, emotion, emotion_score, source_id"
+from core.storage.latest_nodes import (
+    LATEST_PER_OWNER,
+    MAX_LATEST_NODES,
+    LatestNodes,
+    RowFilter,
+    matching,
+    message_rows,
+    node_from_kept,
+    recent_rows,
 )
+from core.storage.postgres.changes import CHANNEL, notify
+from core.storage.postgres.database import PgDatabase, affected
+from core.storage.records import (
+    NODE_COLUMNS,
+    MemoryNode,
+    NodeRow,
+    node_from_row,
+    node_params,
+    node_to_dict,
+    to_ts,
+)
+
 INSERT_NODE = (
     f"INSERT INTO nodes({NODE_COLUMNS})"
     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
     " ON CONFLICT DO NOTHING RETURNING seq"
 )
+# The person's node version moved on by a write to their nodes (``changed``: the CTE of
+# that write, a row when something was written), in the write's own statement.
+BUMP_VERSION = (
+    "UPDATE users SET node_version = node_version + 1"
+    " FROM (SELECT 1 FROM {changed} LIMIT 1) AS c WHERE users.key = $2"
+    " RETURNING users.node_version"
+)
+_ADD = (
+    f"WITH node AS ({INSERT_NODE}), bumped AS ({BUMP_VERSION.format(changed='node')}),"
+    " said AS (SELECT pg_notify($16, $2) FROM node WHERE $15)"
+    " SELECT seq, (SELECT node_version FROM bumped) FROM node, (SELECT count(*) FROM said) AS s"
+)
+_SET_EMOTION = (
+    "WITH node AS (UPDATE nodes SET emotion = $3, emotion_score = $4"
+    " WHERE owner = $2 AND id = $1 RETURNING 1),"
+    f" bumped AS ({BUMP_VERSION.format(changed='node')})"
+    " SELECT node_version FROM bumped"
+)
+# The person's latest nodes with the version they are at (one snapshot).
+_LATEST = (
+    "SELECT v.version, n.* FROM (SELECT (SELECT node_version FROM users WHERE key = $1)"
+    f" AS version) AS v LEFT JOIN LATERAL (SELECT {NODE_COLUMNS}, seq FROM nodes"
+    " WHERE owner = $1 ORDER BY ts DESC, seq DESC LIMIT $2) AS n ON true"
+    " ORDER BY n.ts DESC, n.seq DESC"
+)
 
 
 def node_args(node: MemoryNode) -> tuple[Any, ...]:
-    return (
-        node.id,
-        node.owner,
-        node.type.value,
-        node.content,
-        to_ts(node.timestamp),
-        node.chat_id,
-        node.chat_kind,
-        node.scope,
-        node.platform_message_id,
-        node.reply_to,
-        json.dumps(node.tags, ensure_ascii=False),
-        node.emotion,
-        node.emotion_score,
-        node.source_id,
-    )
-
-
-async def insert_node(conn: asyncpg.Connection, node: MemoryNode) -> int | None:
-    """The node's ``seq``; None when it is a duplicate (same id, or same owner and
-    ``source_id``): nothing written."""
-    seq = await conn.fetchval(INSERT_NODE, *node_args(node))
-    return int(seq) if seq is not None else None
+    """The node's row as both backends store it (:func:`node_params`), as arguments."""
+    return tuple(node_params(node))
 
 
 class PgNodeStore(NodeStore):
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
+        # People's latest nodes (see LatestNodes), least recently used first.
+        self._latest: OrderedDict[str, LatestNodes] = OrderedDict()
+        self._latest_rows = 0
+        # Told (owner, version) when this process moved a person's version without
+        # adding a node (an emotion read): what is kept of their vectors stays current.
+        self.moved_without_node: list[Callable[[str, int], None]] = []
 
     async def add(self, node: MemoryNode, *, announce: bool = False) -> bool:
-        async with self.db.transaction() as conn:
-            stored = await insert_node(conn, node) is not None
-            if stored and announce:
-                await notify(conn, node.owner)
-        return stored
+        row = await self.db.fetchrow(_ADD, *node_args(node), announce, CHANNEL)
+        if row is None:
+            return False
+        self.stored(node, row[1])
+        return True
+
+    # -- the latest nodes kept in memory ----------------------------------------------
+
+    def stored(self, node: MemoryNode, version: int | None) -> None:
+        """``node`` was written by this process, moving its owner's version to
+        ``version``: the kept rows take it if they were the version just before."""
+        owner = node.owner
+        latest = self._latest.get(owner)
+        if version is None:
+            self.drop_cached(owner)
+            return
+        if latest is not None and latest.version == version - 1:
+            before = len(latest.rows)
+            latest.add(node_params(node))
+            latest.version = version
+            self._latest_rows += len(latest.rows) - before
+        elif latest is not None:
+            self.drop_cached(owner)  # another process wrote too: read them again
+        if owner in self.db.serving:
+            self.db.serving[owner] = max(self.db.serving[owner], version)
+
+    def drop_cached(self, owner: str | None) -> None:
+        if owner is None:
+            self._latest.clear()
+            self._latest_rows = 0
+        elif (dropped := self._latest.pop(owner, None)) is not None:
+            self._latest_rows -= len(dropped.rows)
+
+    async def latest_matching(
+        self, owner: str, limit: int, keep: RowFilter, *, since: float | None = None
+    ) -> list[NodeRow] | None:
+        """As SQLite's (:func:`core.storage.latest_nodes.matching`) for a person this
+        process serves (their version known); None otherwise (ask PostgreSQL). Kept rows
+        of another version are read again, with the version they are at."""
+        current = self.db.serving.get(owner)
+        if current is None:
+            return None
+        latest = self._latest.get(owner)
+        if latest is None or latest.version != current:
+            self.drop_cached(owner)
+            rows = await self.db.fetch(_LATEST, owner, LATEST_PER_OWNER + 1)
+            version = rows[0][0]
+            kept = [NodeRow(*row[1:-1]) for row in rows if row["id"] is not None]
+            latest = LatestNodes(
+                list(reversed(kept[:LATEST_PER_OWNER])),
+                complete=len(kept) <= LATEST_PER_OWNER,
+                version=version,
+            )
+            if version is None or owner not in self.db.serving:
+                return matching(latest, limit, keep, since=since)  # for this question only
+            # A newer version read here is as current as anything this process knows; an
+            # older one (a write of ours landed meanwhile) is read again next time.
+            self.db.serving[owner] = max(self.db.serving[owner], int(version))
+            self._latest[owner] = latest
+            self._latest_rows += len(latest.rows)
+            while self._latest_rows > MAX_LATEST_NODES and len(self._latest) > 1:
+                _, dropped = self._latest.popitem(last=False)
+                self._latest_rows -= len(dropped.rows)
+        else:
+            self._latest.move_to_end(owner)
+        return matching(latest, limit, keep, since=since)
 
     async def get(self, owner: str, node_id: str) -> MemoryNode | None:
         row = await self.db.fetchrow(
@@ -90,6 +177,9 @@ class PgNodeStore(NodeStore):
         chat_id: str | None = None,
         before: datetime | None = None,
     ) -> list[MemoryNode]:
+        kept = await self.latest_matching(owner, limit, recent_rows(scopes, chat_id, before))
+        if kept is not None:
+            return [node_from_kept(row) for row in reversed(kept)]
         sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1"
         args: list[Any] = [owner]
         if scopes is not None:
@@ -125,15 +215,26 @@ class PgNodeStore(NodeStore):
     async def set_emotion(
         self, owner: str, node_id: str, label: str, score: float, *, wait: bool = True
     ) -> None:
-        await self.db.execute(
-            "UPDATE nodes SET emotion = $3, emotion_score = $4 WHERE owner = $1 AND id = $2",
-            owner,
-            node_id,
-            label,
-            score,
-        )
+        version = await self.db.fetchval(_SET_EMOTION, node_id, owner, label, score)
+        if version is None:
+            return
+        for moved in self.moved_without_node:
+            moved(owner, version)
+        if owner in self.db.serving:
+            self.db.serving[owner] = max(self.db.serving[owner], version)
+        latest = self._latest.get(owner)
+        if latest is not None and latest.version != version - 1:
+            self.drop_cached(owner)  # another process wrote too: read them again
+        elif latest is not None:
+            latest.version = version
+            for i, row in enumerate(latest.rows):
+                if row.id == node_id:
+                    latest.rows[i] = row._replace(emotion=label, emotion_score=score)
 
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
+        kept = await self.latest_matching(owner, 1, message_rows(platform_message_id))
+        if kept is not None:
+            return node_from_kept(kept[0]) if kept else None
         row = await self.db.fetchrow(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND platform_message_id = $2"
             " ORDER BY ts DESC, seq DESC LIMIT 1",
@@ -149,7 +250,9 @@ class PgNodeStore(NodeStore):
         return [node_to_dict(node_from_row(r)) for r in rows]
 
     async def delete_owner(self, owner: str) -> int:
+        self.drop_cached(owner)
         async with self.db.transaction() as conn:
             removed = affected(await conn.execute("DELETE FROM nodes WHERE owner = $1", owner))
             await notify(conn, owner)
+        self.drop_cached(owner)
         return removed

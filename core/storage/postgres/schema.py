@@ -209,6 +209,26 @@ MIGRATIONS = [
         );
         """,
     ),
+    Migration(
+        60,
+        "arrivals name the server process of the bot process that registered them",
+        # A bot process killed with kill -9 leaves its registered arrivals behind; the
+        # others ignore those whose registering connection is gone, at once.
+        "ALTER TABLE person_arrivals ADD COLUMN IF NOT EXISTS pid INTEGER;",
+    ),
+    Migration(
+        61,
+        "a person's node version: what a process keeps of their latest nodes is current",
+        # Counts the writes to a person's nodes (in the same statement as each write): a
+        # process holding the person's lock keeps their latest nodes and vectors while
+        # the version it knows is the stored one. A VOLATILE function reads it with a
+        # snapshot of its own, taken after the lock in the same statement was granted.
+        """
+        ALTER TABLE users ADD COLUMN IF NOT EXISTS node_version BIGINT NOT NULL DEFAULT 0;
+        CREATE OR REPLACE FUNCTION akira_node_version(text) RETURNS bigint
+            LANGUAGE sql VOLATILE AS 'SELECT node_version FROM users WHERE key = $1';
+        """,
+    ),
 ]
 
 

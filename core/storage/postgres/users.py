@@ -1,9 +1,11 @@
-"""PostgreSQL users: nothing kept in memory (another process may serve the person next),
-each profile change a read-modify-write under the row's lock."""
+"""PostgreSQL users: nothing of a user is trusted from memory (another process may serve
+the person next); each profile change is a compare-and-set of the profile as last seen
+here, read again only when another write got there first."""
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -11,19 +13,34 @@ from typing import Any, TypeVar
 from core.storage.api import UserStore
 from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import PgDatabase, affected
-from core.storage.records import UserRecord, to_ts, user_from_row, user_to_dict
+from core.storage.records import USER_COLUMNS, UserRecord, to_ts, user_from_row, user_to_dict
 from core.types import parse_user_key, utcnow
 
 T = TypeVar("T")
 
-USER_COLUMNS = (
-    "key, platform, external_id, display_name, language, created_at, last_seen_at, profile"
-)
+
+# Profiles remembered as last read or written, for this many people at most.
+MAX_KEPT_PROFILES = 10_000
 
 
 class PgUserStore(UserStore):
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
+        # The profile text each person had when this process last read or wrote it: the
+        # first guess of a compare-and-set (a wrong guess costs the read it saves).
+        self._profiles: OrderedDict[str, str] = OrderedDict()
+
+    def _seen(self, key: str, profile: str) -> None:
+        self._profiles[key] = profile
+        self._profiles.move_to_end(key)
+        if len(self._profiles) > MAX_KEPT_PROFILES:
+            self._profiles.popitem(last=False)
+
+    def drop_cached(self, owner: str | None) -> None:
+        if owner is None:
+            self._profiles.clear()
+        else:
+            self._profiles.pop(owner, None)
 
     async def ensure(
         self, key: str, *, display_name: str | None = None, seen_at: datetime | None = None
@@ -44,46 +61,33 @@ class PgUserStore(UserStore):
             seen,
         )
         assert row is not None
+        self._seen(key, row["profile"])
         return user_from_row(row)
 
     async def get(self, key: str) -> UserRecord | None:
         row = await self.db.fetchrow(f"SELECT {USER_COLUMNS} FROM users WHERE key = $1", key)
-        return user_from_row(row) if row is not None else None
+        if row is None:
+            return None
+        self._seen(key, row["profile"])
+        return user_from_row(row)
 
-    async def update_profile(self, key: str, **fields: Any) -> None:
-        def update(profile: dict[str, Any]) -> None:
-            profile.update(fields)
-
-        await self.change_profile_with(key, update)
-
-    async def change_profile(
+    async def change_profile_with(
         self,
         key: str,
-        field: str,
-        change: Callable[[Any], T],
+        edit: Callable[[dict[str, Any]], T],
         *,
         announce: bool = False,
         wait: bool = True,
     ) -> T:
-        """See :meth:`UserStore.change_profile`; here every change waits for its commit
-        (``wait`` is accepted for the protocol's sake)."""
-
-        def update(profile: dict[str, Any]) -> T:
-            value = change(profile.get(field))
-            profile[field] = value
-            return value
-
-        return await self.change_profile_with(key, update, announce=announce)
-
-    async def change_profile_with(
-        self, key: str, edit: Callable[[dict[str, Any]], T], *, announce: bool = False
-    ) -> T:
-        """``edit(profile)`` on the stored profile: read, edited here, stored only if it
-        is still the profile read (compare and set, one round trip each); when another
-        write got there first, read and edited again. So ``edit`` may run more than once
-        and must only change the profile it is given."""
+        """``edit(profile)`` on the stored profile: the profile as last seen here (else
+        read), edited here, stored only if it is still that profile (compare and set);
+        when another write got there first, read and edited again. So ``edit`` may run
+        more than once and must only change the profile it is given. Every change waits
+        for its commit (``wait`` is accepted for the protocol's sake)."""
+        before: str | None = self._profiles.pop(key, None)
         while True:
-            before = await self.db.fetchval("SELECT profile FROM users WHERE key = $1", key)
+            if before is None:
+                before = await self.db.fetchval("SELECT profile FROM users WHERE key = $1", key)
             if before is None:
                 raise KeyError(key)
             profile = json.loads(before)
@@ -94,12 +98,14 @@ class PgUserStore(UserStore):
                 " SELECT count(*) FROM swapped, (SELECT count(*) FROM said) AS s",
                 key,
                 before,
-                json.dumps(profile, ensure_ascii=False),
+                after := json.dumps(profile, ensure_ascii=False),
                 announce,
                 CHANNEL,
             )
             if swapped:
+                self._seen(key, after)
                 return result
+            before = None
 
     async def set_language(self, key: str, language: str, *, wait: bool = True) -> None:
         await self.db.execute("UPDATE users SET language = $2 WHERE key = $1", key, language)
@@ -112,6 +118,7 @@ class PgUserStore(UserStore):
         return None if user is None else user_to_dict(user)
 
     async def delete_owner(self, owner: str) -> int:
+        self.drop_cached(owner)
         async with self.db.transaction() as conn:
             removed = affected(await conn.execute("DELETE FROM users WHERE key = $1", owner))
             await notify(conn, owner)

@@ -1,0 +1,117 @@
+"""Statements one message sends to PostgreSQL, by kind: one engine (the real pipeline, the
+scripted LLM, the hashing embedder) on a throwaway database, ``--users`` people sending
+``--messages`` messages each, one at a time, after one warm-up message each. Every
+statement the driver sends (pooled connections, the lock and arrival sessions) is
+counted in asyncpg itself; each is a round trip.
+
+    python benchmarks/pg_statements.py [--users 5] [--messages 8]
+
+Prints JSON: statements_per_message and per_message (the statements by their text's
+start, per message, most first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import asyncpg.connection
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from akira_bot.app import build_engine  # noqa: E402
+from akira_bot.settings import Settings  # noqa: E402
+from benchmarks.load import BenchResponder, UserLog, message_for  # noqa: E402
+from core.llm import ScriptedProvider  # noqa: E402
+from tests.postgres import postgres_database  # noqa: E402
+
+counted: Counter[str] = Counter()
+counting = False
+
+
+def label(sql: str) -> str:
+    """The statement's start, and where it reads nodes from (most reads start alike)."""
+    text = " ".join(sql.split())
+    at = text.find(" FROM nodes WHERE")
+    return f"{text[:40]} ...{text[at : at + 110]}" if at > 0 else text[:110]
+
+
+def count_statements() -> None:
+    """Count every statement asyncpg sends, prepared (``_execute``) or simple."""
+    conn_class: Any = asyncpg.connection.Connection
+    execute_prepared = conn_class._execute
+    execute_simple = conn_class.execute
+
+    async def _execute(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+        if counting:
+            counted[label(query)] += 1
+        return await execute_prepared(self, query, *args, **kwargs)
+
+    async def execute(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+        if counting and not args:  # with arguments it goes through _execute
+            counted[label(query)] += 1
+        return await execute_simple(self, query, *args, **kwargs)
+
+    conn_class._execute = _execute
+    conn_class.execute = execute
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    global counting
+    count_statements()
+    async with postgres_database("akira23_statements") as dsn:
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = Settings(
+                data_dir=Path(tmp),
+                llm={"provider": "scripted"},
+                embedding={"backend": "hashing"},
+                emotion={"detector": "lexicon"},
+                bot={"rate_limit_messages": 0},
+                storage={"backend": "postgres", "postgres_dsn": dsn},
+            )
+            engine = build_engine(
+                settings, llm=ScriptedProvider(lambda m: "ok " + m[-1].content[:30])
+            )
+            await engine.start()
+            try:
+                rng = random.Random(1)
+                for user in range(args.users):
+                    await engine.handle(message_for(user, 0, rng, False), BenchResponder(UserLog()))
+                await engine.services.memory.settle()
+                counting = True
+                for index in range(1, args.messages + 1):
+                    for user in range(args.users):
+                        message = message_for(user, index, rng, False)
+                        await engine.handle(message, BenchResponder(UserLog()))
+                await engine.services.memory.settle()
+                await engine.services.background.drain(10)
+                counting = False
+            finally:
+                await engine.close()
+    n = args.users * args.messages
+    return {
+        "statements_per_message": round(sum(counted.values()) / n, 2),
+        "per_message": {sql: round(c / n, 2) for sql, c in counted.most_common()},
+        "users": args.users,
+        "messages_per_user": args.messages,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=8)
+    print(json.dumps(asyncio.run(run(parser.parse_args())), indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

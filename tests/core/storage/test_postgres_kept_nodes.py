@@ -1,0 +1,121 @@
+"""PostgreSQL keeps a person's latest nodes and vectors while it serves them, checked
+against the person's node version: two processes (two storages on one database) serving
+one person in turn each see the other's turns, an emotion read and a write that lands
+while the other holds the lock; one process alone reads them from memory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from core.storage.postgres import PostgresStorage
+from core.storage.records import MemoryNode, NodeType
+from tests.core.storage.contract.test_contract import MODEL, unit
+from tests.postgres import postgres_database
+
+A = "telegram:1"
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def turn(node_id: str, minutes: float) -> MemoryNode:
+    return MemoryNode(
+        id=node_id,
+        owner=A,
+        content=f"turn {node_id}",
+        type=NodeType.USER_MESSAGE,
+        timestamp=T0 + timedelta(minutes=minutes),
+        chat_id="c1",
+        scope="dm",
+        platform_message_id=f"m-{node_id}",
+    )
+
+
+@pytest.fixture
+async def two() -> AsyncIterator[tuple[PostgresStorage, PostgresStorage]]:
+    async with postgres_database() as dsn:
+        first, second = PostgresStorage(dsn, pool_size=4), PostgresStorage(dsn, pool_size=4)
+        async with first, second:
+            await first.users.ensure(A)
+            await first.graph.check_model(MODEL, 8)
+            await second.graph.check_model(MODEL, 8)
+            yield first, second
+
+
+async def ids(store: PostgresStorage) -> list[str]:
+    return [n.id for n in await store.nodes.recent(A, limit=10)]
+
+
+async def test_two_processes_serving_one_person_in_turn_see_each_others_turns(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, second = two
+    async with first.serving(A):
+        assert await ids(first) == []
+        await first.graph.add_node(turn("n1", 1), vector=unit(1), model=MODEL)
+        assert await ids(first) == ["n1"]
+    async with second.serving(A):
+        assert await ids(second) == ["n1"]
+        await second.graph.add_node(turn("n2", 2), vector=unit(2), model=MODEL)
+        await second.nodes.set_emotion(A, "n1", "joy", 0.9)
+    async with first.serving(A):
+        assert await ids(first) == ["n1", "n2"]
+        latest = await first.graph.latest_node(A, at=T0 + timedelta(hours=1))
+        assert latest is not None and latest[0] == "n2"
+        found = await first.nodes.by_platform_message(A, "m-n2")
+        assert found is not None and found.id == "n2"
+        assert [h for h, _ in await first.graph.vector_search(A, unit(2), k=1)] == ["n2"]
+        (kept,) = [n for n in await first.nodes.recent(A) if n.id == "n1"]
+        assert kept.emotion == "joy"
+
+
+async def test_a_write_landing_while_another_process_serves_is_not_lost(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    """The other process's reply, stored after it let go of the lock, lands while this
+    one serves the person: this one's next own write sees the version jump and reads the
+    person's nodes again."""
+    first, second = two
+    async with first.serving(A):
+        await first.graph.add_node(turn("n1", 1), vector=unit(1), model=MODEL)
+        assert await ids(first) == ["n1"]
+        await second.graph.add_node(turn("late", 2), vector=unit(2), model=MODEL)
+        await first.graph.add_node(turn("n3", 3), vector=unit(3), model=MODEL)
+        assert await ids(first) == ["n1", "late", "n3"]
+        assert [h for h, _ in await first.graph.vector_search(A, unit(2), k=1)] == ["late"]
+
+
+async def test_one_process_serving_reads_the_kept_nodes(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, _ = two
+    async with first.serving(A):
+        await first.graph.add_node(turn("n1", 1), vector=unit(1), model=MODEL)
+        assert await ids(first) == ["n1"]  # read once, kept
+        assert await first.graph.vector_search(A, unit(1), k=1) != []
+    statements: list[str] = []
+    db = first.db
+
+    def counting(read: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def counted(sql: str, *args: object) -> Any:
+            statements.append(sql)
+            return await read(sql, *args)
+
+        return counted
+
+    for name in ("fetch", "fetchrow", "fetchval"):
+        setattr(db, name, counting(getattr(db, name)))
+    try:
+        async with first.serving(A):
+            await first.graph.add_node(turn("n2", 2), vector=unit(2), model=MODEL)
+            assert await ids(first) == ["n1", "n2"]
+            assert [h for h, _ in await first.graph.vector_search(A, unit(2), k=1)] == ["n2"]
+            latest = await first.graph.latest_node(A, at=T0 + timedelta(hours=1))
+            assert latest is not None and latest[0] == "n2"
+    finally:
+        for name in ("fetch", "fetchrow", "fetchval"):
+            delattr(db, name)
+    # The node written; history, vectors and the latest node from memory.
+    assert len(statements) == 1 and "INSERT INTO nodes" in statements[0], statements
