@@ -15,6 +15,7 @@ Backends: :class:`core.storage.sqlite.SQLiteStorage` (the embedded default) and
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -249,7 +250,6 @@ class GraphStore(OwnedData):
     ) -> dict[str, tuple[int, int]]:
         """Recent nodes sharing tags: node id -> (tags in common, its tag count)."""
 
-    @abstractmethod
     async def entity_mentions(
         self,
         owner: str,
@@ -262,6 +262,24 @@ class GraphStore(OwnedData):
         """The owner's latest nodes naming each entity (in ``scopes``, at or before
         ``at``): entity -> node ids, newest first, at most ``per_entity`` each. Entities
         nobody named are left out."""
+        unique = list(dict.fromkeys(entities))
+        if not unique or per_entity <= 0 or (scopes is not None and not scopes):
+            return {}
+        allowed = list(dict.fromkeys(scopes)) if scopes is not None else None
+        until = to_ts(at) if at is not None else math.inf
+        return await self._entity_mentions(owner, unique, per_entity, allowed, until)
+
+    @abstractmethod
+    async def _entity_mentions(
+        self,
+        owner: str,
+        entities: list[str],
+        per_entity: int,
+        scopes: list[str] | None,
+        until: float,
+    ) -> dict[str, list[str]]:
+        """:meth:`entity_mentions` with its arguments checked: distinct entities and
+        scopes (None: every scope), ``until`` an epoch time."""
 
     @abstractmethod
     async def _owner_vectors(self, owner: str) -> OwnerVectors | None:

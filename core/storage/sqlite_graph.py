@@ -294,32 +294,25 @@ class SQLiteGraphStore(GraphStore):
         # Bounded by ``per_tag`` rows a tag: a lookup.
         return await self.db.run(read, write=False, lookup=True) if unique else {}
 
-    async def entity_mentions(
+    async def _entity_mentions(
         self,
         owner: str,
-        entities: Sequence[str],
-        *,
-        per_entity: int = 50,
-        scopes: Sequence[str] | None = None,
-        at: datetime | None = None,
+        entities: list[str],
+        per_entity: int,
+        scopes: list[str] | None,
+        until: float,
     ) -> dict[str, list[str]]:
-        unique = list(dict.fromkeys(entities))
-        if not unique or per_entity <= 0 or (scopes is not None and not scopes):
-            return {}
-        allowed = list(dict.fromkeys(scopes)) if scopes is not None else None
-        until = to_ts(at) if at is not None else math.inf
-
         def read(raw: sqlite3.Connection) -> dict[str, list[str]]:
             # The latest ``per_entity`` postings of each entity: one index range each.
             found: dict[str, list[str]] = {}
             scope_filter = (
-                f" AND scope IN ({','.join('?' * len(allowed))})" if allowed is not None else ""
+                f" AND scope IN ({','.join('?' * len(scopes))})" if scopes is not None else ""
             )
-            for entity in unique:
+            for entity in entities:
                 rows = raw.execute(
                     "SELECT node_id FROM graph_entities WHERE owner = ? AND entity = ?"
                     f" AND ts <= ?{scope_filter} ORDER BY ts DESC LIMIT ?",
-                    (owner, entity, until, *(allowed or ()), per_entity),
+                    (owner, entity, until, *(scopes or ()), per_entity),
                 ).fetchall()
                 if rows:
                     found[entity] = [r[0] for r in rows]

@@ -11,7 +11,6 @@ English stems, accents removed; see core.storage.postgres.schema)."""
 from __future__ import annotations
 
 import json
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -309,18 +308,14 @@ class PgGraphStore(GraphStore):
             found[node_id] = (common + 1, count)
         return found
 
-    async def entity_mentions(
+    async def _entity_mentions(
         self,
         owner: str,
-        entities: Sequence[str],
-        *,
-        per_entity: int = 50,
-        scopes: Sequence[str] | None = None,
-        at: datetime | None = None,
+        entities: list[str],
+        per_entity: int,
+        scopes: list[str] | None,
+        until: float,
     ) -> dict[str, list[str]]:
-        unique = list(dict.fromkeys(entities))
-        if not unique or per_entity <= 0 or (scopes is not None and not scopes):
-            return {}
         # The latest ``per_entity`` postings of each entity, all entities in one statement.
         rows = await self.db.fetch(
             "SELECT q.entity, p.node_id FROM unnest($2::text[]) WITH ORDINALITY AS q(entity, i)"
@@ -329,9 +324,9 @@ class PgGraphStore(GraphStore):
             "  AND ($4::text[] IS NULL OR scope = ANY($4::text[]))"
             "  ORDER BY ts DESC LIMIT $5) AS p ORDER BY q.i, p.ts DESC",
             owner,
-            unique,
-            to_ts(at) if at is not None else math.inf,
-            list(scopes) if scopes is not None else None,
+            entities,
+            until,
+            scopes,
             per_entity,
         )
         found: dict[str, list[str]] = {}
