@@ -241,15 +241,18 @@ async def run_backend(
     }
 
 
-def first_reply_s(data_dir: Path, backend: str) -> float:
-    """Seconds from starting ``akira-bot chat`` (default settings, this backend) to its
-    first line on stdout."""
+def first_reply_s(
+    data_dir: Path, backend: str, *, repo: Path = REPO, typing_delay_s: float = 0.0
+) -> float:
+    """Seconds to the first line ``akira-bot chat`` (default settings, this backend, the
+    code in ``repo``) prints: from its start, or, with ``typing_delay_s``, from the
+    moment the person's line is written, that long after the start (a person typing)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
     env.update(
         {
             "AKIRA_DATA_DIR": str(data_dir),
             "AKIRA_LLM__LOCAL_BACKEND": backend,
-            "PYTHONPATH": str(REPO),
+            "PYTHONPATH": str(repo),
         }
     )
     started = time.perf_counter()
@@ -260,8 +263,12 @@ def first_reply_s(data_dir: Path, backend: str) -> float:
         stderr=subprocess.DEVNULL,
         env=env,
         text=True,
+        cwd=repo,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    if typing_delay_s > 0:
+        time.sleep(typing_delay_s)
+        started = time.perf_counter()
     proc.stdin.write("oi, tudo bem? meu nome é Carla\n")
     proc.stdin.flush()
     line = proc.stdout.readline()

@@ -125,6 +125,7 @@ class Engine(Startable):
             # rather than at every message.
             await self.services.memory.check()
             await self.services.llm.start()
+            await self._warm_up()
         except BaseException:
             # Whatever failed, nothing opened may outlive the failure: aiosqlite's thread
             # (and a model's worker thread) would keep the process alive after the error.
@@ -144,6 +145,21 @@ class Engine(Startable):
         await self.services.llm.close()
         await self.services.storage.close()
         self._started = False
+
+    async def _warm_up(self) -> None:
+        """Load the models a first message would otherwise wait for, before any comes (a
+        person typing their first line no longer waits for them). Not a reason to refuse
+        to start: the first message then loads them, or says what is wrong."""
+        try:
+            await self.services.memory.warm_up()
+            if self.services.emotion is not None:
+                await self.services.emotion.warm_up()
+        except Exception as exc:
+            log.warning(
+                "could not load the models at start (%s: %s); the first message will try",
+                type(exc).__name__,
+                exc,
+            )
 
     async def handle(self, message: IncomingMessage, responder: Responder) -> None:
         if self._closing:

@@ -38,6 +38,10 @@ class ConversationMemory(ABC):
         """Raise when the stored memory cannot serve this configuration (the graph: vectors
         of another embedding model), so a bot fails at start, not at every message."""
 
+    async def warm_up(self) -> None:
+        """Load what the first message would otherwise wait for (a model's weights, the
+        topic vectors), at start, while nobody waits."""
+
     @abstractmethod
     async def store(self, node: MemoryNode) -> bool:
         """Persist a node (tags, embedding, connections as the implementation can);

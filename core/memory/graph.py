@@ -111,6 +111,12 @@ class GraphMemory(ConversationMemory):
         """Raise EmbeddingModelMismatch when the database holds another model's vectors."""
         await self._ready()
 
+    async def warm_up(self) -> None:
+        # The topic vectors, when messages are matched to them: embedding them loads the
+        # model's weights too.
+        if self.tagger.topic_margin is not None:
+            await asyncio.to_thread(self.tagger.topic_matrix)
+
     async def _ready(self) -> None:
         if not self._checked:
             await self.graph.check_model(self.embedder.name, self.embedder.dim)

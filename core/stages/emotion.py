@@ -106,6 +106,11 @@ class EmotionTracker:
         """Whether the LLM is asked about a message the classifier read as ``reading``."""
         return self.judge is not None and (self.judge_always or reading.score < self.judge_below)
 
+    async def warm_up(self) -> None:
+        """Load the detector's models (its encoders' weights) at start, through the same
+        path a message takes, so the first message does not wait for them."""
+        await self.detect(["oi, tudo bem?"])
+
     async def detect(self, texts: Sequence[str]) -> list[EmotionReading]:
         if self.detector.inline:
             return self.detector.detect_many(list(texts))

@@ -6,13 +6,19 @@ import asyncio
 import functools
 import gc
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
+from akira_bot.app import build_engine
 from core.cleaner import contains_internal_marker
+from core.embeddings.hashing import HashingEmbedder
 from core.i18n import t
+from core.llm.scripted import ScriptedProvider
+from core.memory.tags import load_topics
 from core.storage import NodeType
 from core.types import ChatKind, RecordingResponder, ReplyKind
 from tests.conftest import ask, make_message
@@ -289,3 +295,52 @@ async def test_a_finished_turn_leaves_no_reference_cycles(engine_factory) -> Non
         gc.set_debug(0)
         gc.garbage.clear()
     assert cyclic == []
+
+
+class _CountingEmbedder(HashingEmbedder):
+    """The hashing embedder under another name (so topics are matched by embedding, as
+    with a real model), counting the passages it embeds; ``fail_first`` makes its first
+    call fail, as a model whose weights cannot be read at that moment."""
+
+    def __init__(self, *, fail_first: bool = False) -> None:
+        super().__init__()
+        self.name = "counting-256"
+        self.passages: list[str] = []
+        self._fail = fail_first
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        if self._fail:
+            self._fail = False
+            raise OSError("weights file busy")
+        self.passages.extend(texts)
+        return super().embed_passages(texts)
+
+
+async def test_start_embeds_the_topics_before_the_first_message(settings_factory) -> None:
+    embedder = _CountingEmbedder()
+    engine = build_engine(settings_factory(), llm=ScriptedProvider(["Oi!"]), embedder=embedder)
+    await engine.start()
+    try:
+        topics = [t.description for t in load_topics()]
+        assert topics and embedder.passages == topics  # at start, before anyone wrote
+        await ask(engine, make_message("hoje fui correr no parque", user="3"))
+        assert embedder.passages.count(topics[0]) == 1  # not again for the message
+    finally:
+        await engine.close()
+
+
+async def test_a_model_that_fails_at_start_is_loaded_by_the_first_message(
+    settings_factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    embedder = _CountingEmbedder(fail_first=True)
+    engine = build_engine(settings_factory(), llm=ScriptedProvider(["Oi!"]), embedder=embedder)
+    await engine.start()
+    try:
+        assert "could not load the models at start (OSError: weights file busy)" in caplog.text
+        assert embedder.passages == []
+        responder = await ask(engine, make_message("hoje fui correr no parque", user="3"))
+        assert responder.texts == ["Oi!"]
+        topics = [t.description for t in load_topics()]
+        assert set(topics) <= set(embedder.passages)  # the message's tagging did it
+    finally:
+        await engine.close()
