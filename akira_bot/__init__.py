@@ -23,8 +23,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from adapters.base import Adapter, AdapterStartError
-    from adapters.registry import AdapterSpec
+    from adapters.base import Adapter, AdapterSpec, AdapterStartError
     from akira_bot import testing
     from akira_bot.app import (
         build_adapters,
@@ -55,7 +54,7 @@ if TYPE_CHECKING:
 _WHERE: dict[str, str] = {
     "Adapter": "adapters.base",
     "AdapterStartError": "adapters.base",
-    "AdapterSpec": "adapters.registry",
+    "AdapterSpec": "adapters.base",
     "build_adapters": "akira_bot.app",
     "build_engine": "akira_bot.app",
     "build_handler": "akira_bot.app",

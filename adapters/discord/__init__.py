@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from adapters.base import AdapterSpec, lazy_factory
 from adapters.discord.config import DiscordConfig
-from adapters.registry import AdapterSpec, lazy_factory
 
 if TYPE_CHECKING:
     from adapters.discord.adapter import DiscordAdapter, DiscordStartError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from adapters.registry import AdapterSpec, lazy_factory
+from adapters.base import AdapterSpec, lazy_factory
 from adapters.telegram.config import TelegramConfig
 
 if TYPE_CHECKING:
