@@ -27,7 +27,7 @@ from tests.reliability.test_sigkill import DRIVER, bot_env
 
 USERS, MESSAGES = 12, 24
 # The survivor must answer each person's next message well within this: the arrivals
-# the killed process registered expire only after ARRIVAL_TTL_S (60 s).
+# the killed process registered expire only after ARRIVAL_TTL_S.
 AFTER_KILL_BOUND_S = 20.0
 
 

@@ -23,16 +23,6 @@ from core.llm import ChatMessage, ScriptedProvider
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    server = FakeDiscord(heartbeat_interval_ms=1000)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
 def discord_config(fake: FakeDiscord, **overrides: object) -> DiscordConfig:
     values: dict[str, object] = {
         "token": fake.token,

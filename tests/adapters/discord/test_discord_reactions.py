@@ -6,10 +6,7 @@ a person puts on a reply reach storage as feedback on that turn, and nothing els
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from akira_bot.testing import cli_env, start_cli, stop_cli
 from akira_bot.testing.discord_api import (
@@ -20,18 +17,12 @@ from akira_bot.testing.discord_api import (
 from core.llm import ScriptedProvider
 from core.storage import NodeType, SQLiteStorage
 from core.storage.feedback_records import Rating
-from tests.adapters.discord.test_discord_engine import REPO, running_engine, settings_for
+from tests.adapters.discord.test_discord_engine import (
+    REPO,
+    running_engine,
+    settings_for,
+)
 from tests.adapters.telegram.test_telegram_engine_e2e import eventually
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    server = FakeDiscord(heartbeat_interval_ms=1000)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 async def test_thumbs_on_a_dm_reply_are_stored_changed_and_removed(

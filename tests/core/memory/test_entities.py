@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,24 +22,9 @@ from core.memory.graph import GraphConfig, GraphMemory
 from core.memory.search import SearchConfig
 from core.storage import MemoryNode, NodeType, SQLiteStorage
 from core.types import ChatKind, ChatRef, IncomingMessage, RecordingResponder, UserRef
+from tests.core.memory.test_recall_conversation import CHATTER, T0
 
 OWNER, OTHER = "telegram:42", "telegram:7"
-T0 = datetime(2019, 3, 4, 9, 0, tzinfo=UTC)
-
-CHATTER = [
-    "que calor hoje, o ventilador não dá conta",
-    "o trânsito tava um caos, levei uma hora",
-    "assisti um filme bobo ontem à noite",
-    "acabou a internet aqui em casa de novo",
-    "choveu o dia inteiro, fiquei organizando o guarda-roupa",
-    "comprei um fone novo, o antigo quebrou",
-    "a reunião podia ter sido um email",
-    "fiz uma faxina geral no apartamento",
-    "o ônibus atrasou quarenta minutos",
-    "to tentando beber mais água",
-    "meu notebook tá muito lento",
-    "vi um vídeo de gatinho e perdi meia hora",
-]
 
 
 # -- extraction ----------------------------------------------------------------------------
