@@ -83,6 +83,7 @@ def neutralise_user_text(text: str) -> str:
     # ("<SYS" then "> SYSTEM"); the defanging below sees and breaks that too.
     lines = text.split("\n")
     fake_blocks = _prompt_block_flags(lines)
+    quoted: list[int] = []
     for i, line in enumerate(lines):
         if line.startswith(_QUOTE):
             continue  # already quoted (so neutralising twice is neutralising once)
@@ -93,6 +94,7 @@ def neutralise_user_text(text: str) -> str:
             or _is_unverified_note(line)
         ):
             lines[i] = _QUOTE + line
+            quoted.append(i)
     text = "\n".join(lines)
     for _ in range(4):
         if not contains_internal_marker(text):
@@ -101,7 +103,22 @@ def neutralise_user_text(text: str) -> str:
     if contains_internal_marker(text):
         # Overlapping hostile constructs: defang every angle bracket that remains.
         text = _defang_once(_LT_RE.sub(_SAFE_LT, text))
+    if quoted:
+        text = _restore_quotes(text, quoted)
     return text
+
+
+def _restore_quotes(text: str, quoted: list[int]) -> str:
+    """Give back the quote mark that defanging took when it closed a tag left open on the
+    line above ("<think" then the quote of "- 3 days ago, AKIRA said: ..."): that tag's
+    "<" is defanged too, so the restored mark closes nothing."""
+    lines = text.split("\n")
+    safe_quote = _SAFE_GT + _QUOTE[1:]
+    for i in quoted:
+        if lines[i].startswith(safe_quote):
+            lines[i] = _QUOTE + lines[i][len(safe_quote) :]
+    restored = "\n".join(lines)
+    return text if contains_internal_marker(restored) else restored
 
 
 # How a line of user text is quoted.
