@@ -92,6 +92,8 @@ bumped AS ({BUMP_VERSION.format(changed="node")})
 SELECT seq, (SELECT node_version FROM bumped) FROM node, (SELECT count(*) FROM announced) AS a
 """
 FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
+FOUND_OWNERS = 256  # people whose vectors found by PostgreSQL's searches are remembered
+FOUND_PER_OWNER = 512  # vectors remembered per person, the latest search's first
 
 
 def _tsquery(query: str, stop_words: Iterable[str]) -> str | None:
@@ -133,6 +135,10 @@ class PgGraphStore(GraphStore):
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cached_rows = 0
         self._model: tuple[str, int] | None = None
+        # The vectors PostgreSQL's searches returned lately, per owner: recall asks for
+        # the found nodes' vectors next (centring), a round trip otherwise. A stored
+        # vector never changes (re-embedding and forgetting drop these).
+        self._found: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
 
     # -- model -------------------------------------------------------------------------
 
@@ -470,7 +476,7 @@ class PgGraphStore(GraphStore):
             where.append(f"NOT (c.node_id = ANY(${len(args)}::text[]))")
         args.append(k)
         sql = (
-            f"SELECT c.node_id, -(c.vector <#> $2) FROM ({candidates}) AS c"
+            f"SELECT c.node_id, -(c.vector <#> $2), c.vector FROM ({candidates}) AS c"
             f" WHERE {' AND '.join(where)} ORDER BY c.vector <#> $2, c.seq LIMIT ${len(args)}"
         )
         try:
@@ -481,6 +487,14 @@ class PgGraphStore(GraphStore):
             raise EmbeddingModelMismatch(
                 f"query vector has {query.shape[0]} dimensions, unlike the stored vectors"
             ) from None
+        if rows:
+            found = self._found.pop(owner, {})
+            if len(found) + len(rows) > FOUND_PER_OWNER:
+                found = {}
+            found.update((r[0], r[2]) for r in rows)
+            self._found[owner] = found
+            if len(self._found) > FOUND_OWNERS:
+                self._found.popitem(last=False)
         return [(r[0], float(r[1])) for r in rows]
 
     def _moved_without_node(self, owner: str, version: int) -> None:
@@ -497,7 +511,10 @@ class PgGraphStore(GraphStore):
         if owner is None:
             self._cache.clear()
             self._cached_rows = 0
-        elif (dropped := self._cache.pop(owner, None)) is not None:
+            self._found.clear()
+            return
+        self._found.pop(owner, None)
+        if (dropped := self._cache.pop(owner, None)) is not None:
             self._cached_rows -= dropped.rows
 
     def cache_info(self) -> dict[str, int]:
@@ -625,15 +642,19 @@ class PgGraphStore(GraphStore):
 
     async def vectors(self, owner: str, node_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """From the owner's kept matrix where it holds them (a stored vector never
-        changes: re-embedding and forgetting drop the matrix), the rest from PostgreSQL."""
+        changes: re-embedding and forgetting drop the matrix), or as a search just found them,
+        the rest from PostgreSQL."""
         cached = self._cache.get(owner)
         held = cached.vectors if cached is not None else None
+        found = self._found.get(owner, {})
         out: dict[str, np.ndarray] = {}
         missing: list[str] = []
         for node_id in dict.fromkeys(node_ids):
             i = held.index.get(node_id) if held is not None else None
             if held is not None and i is not None:
                 out[node_id] = held.matrix[i]
+            elif (vector := found.get(node_id)) is not None:
+                out[node_id] = vector
             else:
                 missing.append(node_id)
         if missing:
