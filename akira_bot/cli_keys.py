@@ -40,13 +40,13 @@ def _secret(settings: Settings) -> str:
 
 @asynccontextmanager
 async def _key_store(settings: Settings) -> AsyncIterator[Any]:
-    from akira_bot.http.keystore import SQLiteKeyStore
-    from core.storage import SQLiteStorage
+    from akira_bot.http.keystore import key_store_for
+    from akira_bot.storage import build_storage
 
-    storage = SQLiteStorage(settings.database_path)
+    storage = build_storage(settings)
     await storage.open()
     try:
-        keys = SQLiteKeyStore(storage.db)
+        keys = key_store_for(storage)
         await keys.setup()
         yield keys
     finally:

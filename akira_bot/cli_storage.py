@@ -2,7 +2,8 @@
 PostgreSQL, losslessly and idempotently.
 
 Every row of every table is copied as it is stored (times as epoch seconds, tags and
-profiles as their JSON text, vectors as their bytes), in SQLite's insertion order, so
+profiles as their JSON text, vectors as the same float32 values, in pgvector's
+``vector``), in SQLite's insertion order, so
 PostgreSQL's ``seq`` keeps SQLite's order of equal times. Each row is an upsert by its
 key: running it again (or after the bot went on writing to SQLite) leaves one copy of
 each row, with its latest values. Rows already in PostgreSQL that SQLite does not hold
@@ -17,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from akira_bot.errors import CLIError
 from akira_bot.settings import Settings
@@ -47,6 +50,17 @@ def _verified_at(index: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
 
     def convert(row: tuple[Any, ...]) -> tuple[Any, ...]:
         return (*row[:index], bool(row[index]), *row[index + 1 :])
+
+    return convert
+
+
+def _vector_at(index: int) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """SQLite keeps a vector as float32 bytes; PostgreSQL as pgvector's ``vector`` (the
+    same float32 values)."""
+
+    def convert(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        vector = np.frombuffer(row[index], dtype=np.float32)
+        return (*row[:index], vector, *row[index + 1 :])
 
     return convert
 
@@ -86,6 +100,7 @@ TABLES = (
         ("node_id", "owner", "model", "dim", "vector"),
         ("node_id",),
         "rowid",
+        _vector_at(4),
     ),
     Table(
         "graph_connections",

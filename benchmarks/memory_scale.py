@@ -208,7 +208,8 @@ async def bulk_load_postgres(storage: Any, users: int, per_user: int, source: Te
             )
             await conn.copy_records_to_table(
                 "graph_embeddings",
-                records=vecs,
+                # pgvector's vector (schema 80): the same float32 values as SQLite's bytes.
+                records=[(*v[:4], np.frombuffer(v[4], dtype=np.float32)) for v in vecs],
                 columns=["node_id", "owner", "model", "dim", "vector"],
             )
             await conn.executemany(

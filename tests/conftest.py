@@ -31,12 +31,27 @@ def _root_logging_restored() -> Iterator[None]:
     root.setLevel(level)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "sqlite_itself(why): tests SQLite's own machinery (its file, writer, full disk, the"
+        " engine workers sharing its file): runs on SQLite whatever AKIRA_TEST_STORAGE says",
+    )
+
+
 @pytest.fixture(autouse=True)
-def _storage_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _storage_backend(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[None]:
     """``AKIRA_TEST_STORAGE=postgres``: every engine a test builds from settings uses a
     PostgreSQL database of its own (tests.postgres), dropped afterwards; the default runs
-    on SQLite files. (Tests of SQLite's own machinery open SQLiteStorage directly.)"""
-    if os.environ.get("AKIRA_TEST_STORAGE") != "postgres":
+    on SQLite files. (Tests of SQLite's own machinery open SQLiteStorage directly, or are
+    marked ``sqlite_itself``: they run on SQLite either way, each beside a PostgreSQL
+    counterpart that the default run runs too.)"""
+    if (
+        os.environ.get("AKIRA_TEST_STORAGE") != "postgres"
+        or request.node.get_closest_marker("sqlite_itself") is not None
+    ):
         yield
         return
     import asyncio

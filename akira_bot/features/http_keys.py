@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.storage import SQLiteStorage
-
 if TYPE_CHECKING:
     from akira_bot.plugins import PluginAPI
 
 
 def setup(api: PluginAPI) -> None:
-    from akira_bot.http.keystore import SQLiteKeyStore
+    from akira_bot.http.keystore import key_store_for
 
     storage = api.services.storage
-    if isinstance(storage, SQLiteStorage):  # the key store has no PostgreSQL version yet
-        storage.register(SQLiteKeyStore(storage.db))
+    storage.register(key_store_for(storage))

@@ -139,19 +139,14 @@ def _page(title: str, body: str, *, scripts: str = "") -> str:
 
 
 async def _people(state: HttpState) -> list[dict[str, Any]]:
-    db = state.storage.db
-    rows = await db.fetchall(
-        "SELECT key, display_name, last_seen_at FROM users ORDER BY last_seen_at DESC LIMIT ?",
-        (PEOPLE_LIMIT,),
-    )
-    people = [{"key": r[0], "name": r[1], "seen": r[2]} for r in rows]
+    storage = state.storage
+    rows = await storage.users.recently_seen(PEOPLE_LIMIT)
+    people: list[dict[str, Any]] = [{"key": r[0], "name": r[1], "seen": r[2]} for r in rows]
     known = {p["key"] for p in people}
     # Minds that only the API wrote to have memories and no profile yet.
-    for row in await db.fetchall(
-        "SELECT DISTINCT owner FROM structured_memories LIMIT ?", (PEOPLE_LIMIT,)
-    ):
-        if row[0] not in known:
-            people.append({"key": row[0], "name": None, "seen": None})
+    for owner in await storage.memories.owners(PEOPLE_LIMIT):
+        if owner not in known:
+            people.append({"key": owner, "name": None, "seen": None})
     return people
 
 

@@ -42,7 +42,7 @@ def queue_depth(handler: Any) -> int | None:
 
 async def _storage_ok(state: HttpState) -> bool:
     try:
-        await asyncio.wait_for(state.storage.db.fetchone("SELECT 1"), STORAGE_TIMEOUT_S)
+        await asyncio.wait_for(state.storage.ping(), STORAGE_TIMEOUT_S)
     except Exception as exc:
         log.warning("health: storage unreachable: %s", type(exc).__name__)
         return False

@@ -22,11 +22,13 @@ from aiohttp import web
 
 from adapters.base import Adapter
 from akira_bot.http.auth import Authenticator
-from akira_bot.http.keystore import KeyStore, SQLiteKeyStore
+from akira_bot.http.keystore import KeyStore, key_store_for
 from akira_bot.http.schemas import FieldError
 from akira_bot.http.state import STATE, HttpState
+from akira_bot.storage import build_storage
 from core.memory.structured import EXTRAS_KEY, StructuredMemories
-from core.storage import SQLiteStorage, StorageError
+from core.storage import StorageError
+from core.storage.api import Storage
 from core.storage.sqlite_memories import MemoryValidationError
 
 log = logging.getLogger(__name__)
@@ -103,7 +105,7 @@ def build_app(state: HttpState) -> web.Application:
 
 
 async def make_state(
-    storage: SQLiteStorage,
+    storage: Storage,
     *,
     jwt_secret: str | None,
     memories: StructuredMemories | None = None,
@@ -112,7 +114,7 @@ async def make_state(
     handler: Any = None,
 ) -> HttpState:
     """The shared state over an open ``storage``; the key table is created if missing."""
-    keys = keys or SQLiteKeyStore(storage.db)
+    keys = keys or key_store_for(storage)
     await keys.setup()
     return HttpState(
         storage=storage,
@@ -169,7 +171,7 @@ class HttpAdapter(Adapter):
         self.settings = settings
         self.adapters = list(adapters)
         self.server: HttpServer | None = None
-        self._own_storage: SQLiteStorage | None = None
+        self._own_storage: Storage | None = None
 
     async def start(self) -> None:
         from adapters.base import AdapterStartError
@@ -181,7 +183,7 @@ class HttpAdapter(Adapter):
             storage = services.storage
             memories = services.extras.get(EXTRAS_KEY)
         else:  # engine worker processes: this process opens the database itself
-            storage = self._own_storage = SQLiteStorage(self.settings.database_path)
+            storage = self._own_storage = build_storage(self.settings)
             await storage.open()
             memories = None
         state = await make_state(

@@ -11,12 +11,12 @@ from aiohttp import web
 from akira_bot.http.auth import Authenticator
 from akira_bot.http.keystore import KeyStore
 from core.memory.structured import StructuredMemories
-from core.storage import SQLiteStorage
+from core.storage.api import Storage
 
 
 @dataclass
 class HttpState:
-    storage: SQLiteStorage
+    storage: Storage
     memories: StructuredMemories
     keys: KeyStore
     auth: Authenticator

@@ -153,6 +153,11 @@ class UserStore(OwnedData):
     @abstractmethod
     async def count(self) -> int: ...
 
+    @abstractmethod
+    async def recently_seen(self, limit: int) -> list[tuple[str, str | None, float]]:
+        """(key, display name, last seen as epoch seconds) of the ``limit`` people seen
+        last, latest first (admin views)."""
+
     async def settle(self) -> None:
         """Wait for the writes made with ``wait=False`` to be committed (or to fail)."""
 
@@ -489,6 +494,11 @@ class MemoryStore(OwnedData):
     async def owner_of(self, memory_id: str) -> str | None:
         """Whose memory this id is (admin tools only)."""
 
+    @abstractmethod
+    async def owners(self, limit: int) -> list[str]:
+        """Up to ``limit`` people with structured memories (admin views: minds that only
+        the API wrote to have no user row)."""
+
 
 class FeedbackStore(OwnedData):
     """Feedback on the bot (records in :mod:`core.storage.feedback_records`): which
@@ -631,6 +641,10 @@ class Storage(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """One trivial query: raises when the database cannot answer (health checks)."""
+        ...
 
     async def __aenter__(self) -> Storage: ...
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 class Migration:
     """A schema step. Versions are global and unique: 1-9 core, 10-19 memory graph,
     20-29 emotion, 30-39 structured memories, 40-49 learned profile, 60-69 several
-    processes (PostgreSQL), 70-79 feedback."""
+    processes (PostgreSQL), 70-79 feedback, 80-89
+    vectors (pgvector, PostgreSQL)."""
 
     version: int
     name: str

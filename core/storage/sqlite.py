@@ -87,6 +87,9 @@ class SQLiteStorage:
         await self.db.open(self._migrations)
         await self.changes.start()
 
+    async def ping(self) -> None:
+        await self.db.fetchone("SELECT 1")
+
     async def close(self) -> None:
         # Writes nobody waited for (a message's emotional state) are committed first.
         await self.users.settle()

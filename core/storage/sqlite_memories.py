@@ -422,6 +422,12 @@ class SQLiteMemoryStore(MemoryStore):
         )
         return str(row[0]) if row else None
 
+    async def owners(self, limit: int) -> list[str]:
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT owner FROM structured_memories LIMIT ?", (limit,)
+        )
+        return [str(r[0]) for r in rows]
+
     # --- the person's data ---------------------------------------------------------------
 
     async def export_owner(self, owner: str) -> Any:

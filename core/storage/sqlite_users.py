@@ -275,6 +275,13 @@ class SQLiteUserStore(UserStore):
         row = await self.db.fetchone("SELECT COUNT(*) FROM users")
         return int(row[0]) if row else 0
 
+    async def recently_seen(self, limit: int) -> list[tuple[str, str | None, float]]:
+        rows = await self.db.fetchall(
+            "SELECT key, display_name, last_seen_at FROM users ORDER BY last_seen_at DESC LIMIT ?",
+            (limit,),
+        )
+        return [(r[0], r[1], float(r[2])) for r in rows]
+
     async def export_owner(self, owner: str) -> Any:
         user = await self.get(owner)
         return None if user is None else user_to_dict(user)

@@ -18,7 +18,11 @@ T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
 
 def _cli(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
+    env = {  # the storage stays (AKIRA_TEST_STORAGE=postgres: the test's database)
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AKIRA_") or k.startswith("AKIRA_STORAGE__")
+    }
     env.update(
         {
             "AKIRA_DATA_DIR": str(data_dir),

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 from akira_bot.app import build_engine
 from akira_bot.settings import Settings
@@ -103,6 +104,7 @@ async def _counts(dsn: str) -> dict[str, int]:
         await conn.close()
 
 
+@pytest.mark.sqlite_itself("its source is a SQLite database the bot filled")
 async def test_migrate_is_lossless_idempotent_and_keeps_the_password_out(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     await _fill(data_dir)

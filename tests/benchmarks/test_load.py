@@ -42,6 +42,7 @@ def test_steal_is_the_share_of_all_cpu_time_between_the_samples_around_a_window(
     assert StealClock().share(0.0, 1.0) is None
 
 
+@pytest.mark.sqlite_itself("load.py's SQLite mode; its PostgreSQL mode is the test below")
 @pytest.mark.parametrize("workers", [1, 2])
 def test_every_message_is_stored_and_answered_once_in_order(workers: int, tmp_path: Path) -> None:
     size = ["--users", "20", "--messages", "3", "--think-ms", "20"]

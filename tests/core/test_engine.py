@@ -128,6 +128,9 @@ async def _cap_database_pages(engine, extra_pages: int | None) -> None:
     await engine.storage.db.run(functools.partial(_cap_pages, extra_pages))
 
 
+@pytest.mark.sqlite_itself(
+    "SQLite's page cap as a full disk; PostgreSQL away: tests/reliability/test_postgres_outage.py"
+)
 @pytest.mark.parametrize("writer", ["loop", "process"])
 async def test_a_full_database_gets_an_honest_reply_and_recovers(
     engine_factory, caplog, writer: str

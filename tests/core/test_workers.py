@@ -25,6 +25,9 @@ from core.types import RecordingResponder, ReplyKind
 from core.workers import ShardedEngine, worker_index
 from tests.conftest import make_message
 
+# Several processes on PostgreSQL: tests/reliability/test_postgres_processes.py.
+pytestmark = pytest.mark.sqlite_itself("the engine workers share one SQLite file (an flock)")
+
 REPO = Path(__file__).resolve().parents[2]
 
 

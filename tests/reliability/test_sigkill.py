@@ -26,6 +26,10 @@ from core.types import ReplyKind
 from tests.conftest import ask, make_message
 from tests.reliability.load_driver import PLATFORM, message_text
 
+pytestmark = pytest.mark.sqlite_itself(
+    "reads SQLite's file after kill -9; PostgreSQL's: tests/reliability/test_postgres_sigkill.py"
+)
+
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("load_driver.py")
 USERS, MESSAGES = 20, 40

@@ -23,7 +23,12 @@ from core.storage.postgres.locks import PersonLocks
 from core.storage.postgres.memories import PgMemoryStore
 from core.storage.postgres.nodes import PgNodeStore
 from core.storage.postgres.profiles import PgProfileStore
-from core.storage.postgres.schema import FEEDBACK_MIGRATIONS, MIGRATIONS
+from core.storage.postgres.schema import (
+    FEEDBACK_MIGRATIONS,
+    MIGRATIONS,
+    REQUIRED_EXTENSIONS,
+    VECTOR_MIGRATIONS,
+)
 from core.storage.postgres.users import PgUserStore
 from core.storage.records import EVERY_OWNER
 from core.storage.schema import Migration
@@ -35,7 +40,7 @@ class PostgresStorage:
     backend = "postgres"
 
     def __init__(self, dsn: str, *, pool_size: int = 16) -> None:
-        self.db = PgDatabase(dsn, max_size=pool_size)
+        self.db = PgDatabase(dsn, max_size=pool_size, extensions=REQUIRED_EXTENSIONS)
         self.users = PgUserStore(self.db)
         self.nodes = PgNodeStore(self.db)
         self.graph = PgGraphStore(self.db, nodes=self.nodes)
@@ -43,7 +48,7 @@ class PostgresStorage:
         self.profiles = PgProfileStore(self.db)
         # Erased in this order, users last (as SQLite: the graph before the nodes).
         self._parts: list[OwnedData] = [self.graph, self.nodes, self.memories, self.profiles]
-        self._migrations: list[Migration] = list(MIGRATIONS)
+        self._migrations: list[Migration] = [*MIGRATIONS, *VECTOR_MIGRATIONS]
         # Feedback on replies and mood corrections (the issue-24 feature, schema 70).
         self.feedback = PgFeedbackStore(self.db)
         self.register(self.feedback, FEEDBACK_MIGRATIONS)
@@ -68,6 +73,9 @@ class PostgresStorage:
         except BaseException:
             await self.db.close()
             raise
+
+    async def ping(self) -> None:
+        await self.db.fetchval("SELECT 1")
 
     async def close(self) -> None:
         await self.locks.close()

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import struct
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
 import asyncpg
+import numpy as np
 
 from core.storage.errors import StorageError, StorageFullError, StorageUnavailableError
 from core.storage.schema import Migration
@@ -58,10 +60,22 @@ def translated() -> Iterator[None]:
 
 
 class PgDatabase:
-    """The pool, opened by :meth:`open`. ``dsn`` is kept only to connect."""
+    """The pool, opened by :meth:`open`. ``dsn`` is kept only to connect. With
+    ``extensions``, a server that lacks one of them is a :class:`StorageError` naming
+    what to install before anything is migrated; pgvector's ``vector`` (when required)
+    is read and written as numpy float32 arrays on the pooled connections."""
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 16) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 16,
+        extensions: Sequence[str] = (),
+    ) -> None:
         self._dsn = dsn
+        self.extensions = tuple(extensions)
+        self._vector_schema: str | None = None
         self.min_size = min_size
         self.max_size = max_size
         self._pool: asyncpg.Pool | None = None
@@ -108,7 +122,12 @@ class PgDatabase:
             ) from None
         try:
             with translated():
+                await self._require_extensions(conn)
                 await self._migrate(conn, sorted(migrations, key=lambda m: m.version))
+                self._vector_schema = await conn.fetchval(
+                    "SELECT n.nspname FROM pg_extension x"
+                    " JOIN pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'vector'"
+                )
         finally:
             await conn.close()
         with translated():
@@ -119,6 +138,42 @@ class PgDatabase:
                 timeout=CONNECT_TIMEOUT_S,
                 command_timeout=COMMAND_TIMEOUT_S,
                 reset=_keep_session,
+                init=self._init_connection,
+            )
+
+    async def _require_extensions(self, conn: asyncpg.Connection) -> None:
+        """Every extension of ``extensions`` is in the database or can be created there;
+        otherwise one line saying what to install on the server (a migration failing
+        halfway would say less)."""
+        if not self.extensions:
+            return
+        rows = await conn.fetch(
+            "SELECT name FROM pg_available_extensions WHERE name = ANY($1::text[])",
+            list(self.extensions),
+        )
+        missing = sorted(set(self.extensions) - {r[0] for r in rows})
+        if not missing:
+            return
+        major = int(await conn.fetchval("SHOW server_version_num")) // 10000
+        packages = {
+            "vector": f"pgvector (Debian/Ubuntu: apt-get install postgresql-{major}-pgvector)",
+            "unaccent": "the server's contrib extensions (postgresql-contrib)",
+            "btree_gin": "the server's contrib extensions (postgresql-contrib)",
+        }
+        wanted = ", ".join(dict.fromkeys(packages.get(name, name) for name in missing))
+        raise StorageError(
+            f"the PostgreSQL server lacks the extension(s) {', '.join(missing)}: install"
+            f" {wanted} on the database server, then start again"
+        )
+
+    async def _init_connection(self, conn: asyncpg.Connection) -> None:
+        if self._vector_schema is not None:
+            await conn.set_type_codec(
+                "vector",
+                schema=self._vector_schema,
+                encoder=vector_bytes,
+                decoder=vector_array,
+                format="binary",
             )
 
     async def _migrate(self, conn: asyncpg.Connection, migrations: Sequence[Migration]) -> None:
@@ -185,6 +240,19 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     after every query, half of all of them; nothing here leaves session state on a pooled
     connection (a person's lock taken on one is released, or the connection closed:
     core.storage.postgres.locks)."""
+
+
+def vector_bytes(vector: Any) -> bytes:
+    """pgvector's binary form of a vector: its dimension (uint16), a reserved uint16,
+    then float32 values, all big-endian."""
+    values = np.asarray(vector, dtype=">f4").reshape(-1)
+    return struct.pack(">HH", len(values), 0) + values.tobytes()
+
+
+def vector_array(data: bytes) -> np.ndarray:
+    """A float32 array (native order) from pgvector's binary form."""
+    (dim,) = struct.unpack_from(">H", data)
+    return np.frombuffer(data, dtype=">f4", count=dim, offset=4).astype(np.float32)
 
 
 def _safe(exc: BaseException) -> str:

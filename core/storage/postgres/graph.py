@@ -1,12 +1,18 @@
 """The memory graph in PostgreSQL: vectors, typed edges, tag postings, full-text search.
 
-Every query filters by owner. Vector search runs in numpy over each owner's matrix kept
-by this process (core.storage.vector_cache, as with SQLite), brought up to date before
-each search by one indexed query for the owner's nodes stored since (``seq`` above the
-last one seen): another process may have served the person meanwhile. Changes that are
-not new nodes (forgetting, re-embedding) come as owner changes (``NOTIFY``) and drop the
-owner's matrix. Full-text search is PostgreSQL's own (``tsvector``, Portuguese and
-English stems, accents removed; see core.storage.postgres.schema)."""
+Every query filters by owner. Vectors are pgvector's ``vector`` (schema 80). A person
+this process does not serve is searched in PostgreSQL (pgvector's ``<#>``, exact, through
+the owner's index). A person it serves (it was granted their lock,
+core.storage.postgres.locks) is searched in numpy over the matrix it keeps of them
+(core.storage.vector_cache, as with SQLite): their recall walk reads the same kept edges,
+and a message searches their vectors two or three times, each a round trip otherwise.
+The matrix is brought up to date before each search by one indexed query for the
+owner's nodes stored since (``seq`` above the last one seen), none while their node
+version says nothing was written: another process may have served the person
+meanwhile. Changes that are not new nodes (forgetting, re-embedding) come as owner
+changes (``NOTIFY``) and drop the owner's matrix. Full-text search is PostgreSQL's own
+(``tsvector``, Portuguese and English stems, accents removed; see
+core.storage.postgres.schema)."""
 
 from __future__ import annotations
 
@@ -47,17 +53,17 @@ from core.storage.records import (
     node_from_row,
     to_ts,
 )
-from core.storage.vector_cache import OwnerVectors, as_vector, blob
+from core.storage.vector_cache import OwnerVectors, as_vector
 
 _EDGE_COLUMNS = EDGE_COLUMNS
-# $1-$14 the node (core.storage.postgres.nodes.node_args), $15 vector bytes or NULL,
+# $1-$14 the node (core.storage.postgres.nodes.node_args), $15 the vector or NULL,
 # $16 its dimension, $17 model, $18 tags, $19-$22 edges (targets, relations, strengths,
 # explanations), $23 whether to announce the change, $24 the channel, $25 entities.
 ADD_NODE = f"""
 WITH node AS ({INSERT_NODE}),
 vector AS (
     INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)
-    SELECT $1, $2, $17, $16, $15 FROM node WHERE $15::bytea IS NOT NULL
+    SELECT $1, $2, $17, $16, $15 FROM node WHERE $15::vector IS NOT NULL
     ON CONFLICT (node_id) DO UPDATE SET
         model = EXCLUDED.model, dim = EXCLUDED.dim, vector = EXCLUDED.vector
 ),
@@ -86,6 +92,8 @@ bumped AS ({BUMP_VERSION.format(changed="node")})
 SELECT seq, (SELECT node_version FROM bumped) FROM node, (SELECT count(*) FROM announced) AS a
 """
 FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
+FOUND_OWNERS = 256  # people whose vectors found by PostgreSQL's searches are remembered
+FOUND_PER_OWNER = 512  # vectors remembered per person, the latest search's first
 
 
 def _tsquery(query: str, stop_words: Iterable[str]) -> str | None:
@@ -127,6 +135,10 @@ class PgGraphStore(GraphStore):
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cached_rows = 0
         self._model: tuple[str, int] | None = None
+        # The vectors PostgreSQL's searches returned lately, per owner: recall asks for
+        # the found nodes' vectors next (centring), a round trip otherwise. A stored
+        # vector never changes (re-embedding and forgetting drop these).
+        self._found: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
 
     # -- model -------------------------------------------------------------------------
 
@@ -164,7 +176,7 @@ class PgGraphStore(GraphStore):
                     " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (node_id) DO UPDATE SET"
                     " owner = EXCLUDED.owner, model = EXCLUDED.model, dim = EXCLUDED.dim,"
                     " vector = EXCLUDED.vector",
-                    [(nid, owner, model, len(v), blob(v)) for nid, owner, v in rows],
+                    [(nid, owner, model, len(v), as_vector(v)) for nid, owner, v in rows],
                 )
             changed = [EVERY_OWNER] if first else [owner for _, owner, _ in rows]
             await notify(conn, *changed)
@@ -201,7 +213,7 @@ class PgGraphStore(GraphStore):
         row = await self.db.fetchrow(
             ADD_NODE,
             *node_args(node),
-            None if vector is None else blob(vector),
+            None if vector is None else as_vector(vector),
             0 if vector is None else int(np.asarray(vector).shape[-1]),
             model,
             tags,
@@ -385,7 +397,7 @@ class PgGraphStore(GraphStore):
                     )
                 vectors.append(
                     row["node_id"],
-                    np.frombuffer(row["vector"], dtype=np.float32),
+                    row["vector"],
                     row["ts"],
                     row["scope"],
                 )
@@ -402,6 +414,89 @@ class PgGraphStore(GraphStore):
             self._evict()
         return cached.vectors
 
+    async def vector_search(
+        self,
+        owner: str,
+        vector: np.ndarray,
+        *,
+        k: int,
+        scopes: Sequence[str] | None = None,
+        exclude: Iterable[str] = (),
+        at: datetime | None = None,
+        newest: int | None = None,
+    ) -> list[tuple[str, float]]:
+        """In the kept matrix for a person this process serves; in PostgreSQL with
+        pgvector for anyone else (an admin tool, a CLI search, a person another process
+        serves): the same results, ties aside (see the module's docstring)."""
+        if owner in self.db.serving:
+            return await super().vector_search(
+                owner, vector, k=k, scopes=scopes, exclude=exclude, at=at, newest=newest
+            )
+        return await self.search_in_server(
+            owner, vector, k=k, scopes=scopes, exclude=exclude, at=at, newest=newest
+        )
+
+    async def search_in_server(
+        self,
+        owner: str,
+        vector: np.ndarray,
+        *,
+        k: int,
+        scopes: Sequence[str] | None = None,
+        exclude: Iterable[str] = (),
+        at: datetime | None = None,
+        newest: int | None = None,
+    ) -> list[tuple[str, float]]:
+        """:meth:`vector_search` in PostgreSQL: the owner's vectors by inner product
+        (``<#>``; the cosine of unit vectors, as numpy's search computes), exact: a person
+        holds a few hundred vectors, read through the owner's index (docs/storage.md)."""
+        if k <= 0 or (newest is not None and newest <= 0) or (scopes is not None and not scopes):
+            return []
+        query = as_vector(vector)
+        args: list[Any] = [owner, query]
+        # The owner's vectors, with each node's time, scope and order; with ``newest``,
+        # the latest that many (as the kept matrix's last rows), filtered after.
+        candidates = (
+            "SELECT e.node_id, e.vector, n.ts, n.scope, n.seq FROM nodes n"
+            " JOIN graph_embeddings e ON e.node_id = n.id AND e.owner = $1 WHERE n.owner = $1"
+        )
+        if newest is not None:
+            args.append(newest)
+            candidates += f" ORDER BY n.seq DESC LIMIT ${len(args)}"
+        where = ["true"]
+        if scopes is not None:
+            args.append(list(scopes))
+            where.append(f"c.scope = ANY(${len(args)}::text[])")
+        if at is not None:
+            args.append(to_ts(at))
+            where.append(f"c.ts <= ${len(args)}")
+        excluded = list(dict.fromkeys(exclude))
+        if excluded:
+            args.append(excluded)
+            where.append(f"NOT (c.node_id = ANY(${len(args)}::text[]))")
+        args.append(k)
+        sql = (
+            f"SELECT c.node_id, -(c.vector <#> $2), c.vector FROM ({candidates}) AS c"
+            f" WHERE {' AND '.join(where)} ORDER BY c.vector <#> $2, c.seq LIMIT ${len(args)}"
+        )
+        try:
+            rows = await self.db.fetch(sql, *args)
+        except asyncpg.DataError as exc:
+            if "dimensions" not in str(exc):
+                raise
+            raise EmbeddingModelMismatch(
+                f"query vector has {query.shape[0]} dimensions, unlike the stored vectors"
+            ) from None
+        if rows:
+            found = self._found.pop(owner, {})
+            if len(found) + len(rows) > FOUND_PER_OWNER:
+                found = {}
+            found.update((r[0], r[2]) for r in rows)
+            self._found[owner] = found
+            if len(self._found) > FOUND_OWNERS:
+                self._found.popitem(last=False)
+        return [(r[0], float(r[1])) for r in rows]
+
     def _moved_without_node(self, owner: str, version: int) -> None:
         cached = self._cache.get(owner)
         if cached is not None and cached.version == version - 1:
@@ -416,7 +511,10 @@ class PgGraphStore(GraphStore):
         if owner is None:
             self._cache.clear()
             self._cached_rows = 0
-        elif (dropped := self._cache.pop(owner, None)) is not None:
+            self._found.clear()
+            return
+        self._found.pop(owner, None)
+        if (dropped := self._cache.pop(owner, None)) is not None:
             self._cached_rows -= dropped.rows
 
     def cache_info(self) -> dict[str, int]:
@@ -544,15 +642,19 @@ class PgGraphStore(GraphStore):
 
     async def vectors(self, owner: str, node_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """From the owner's kept matrix where it holds them (a stored vector never
-        changes: re-embedding and forgetting drop the matrix), the rest from PostgreSQL."""
+        changes: re-embedding and forgetting drop the matrix), or as a search just found them,
+        the rest from PostgreSQL."""
         cached = self._cache.get(owner)
         held = cached.vectors if cached is not None else None
+        found = self._found.get(owner, {})
         out: dict[str, np.ndarray] = {}
         missing: list[str] = []
         for node_id in dict.fromkeys(node_ids):
             i = held.index.get(node_id) if held is not None else None
             if held is not None and i is not None:
                 out[node_id] = held.matrix[i]
+            elif (vector := found.get(node_id)) is not None:
+                out[node_id] = vector
             else:
                 missing.append(node_id)
         if missing:
@@ -562,7 +664,7 @@ class PgGraphStore(GraphStore):
                 owner,
                 missing,
             )
-            out.update((r[0], np.frombuffer(r[1], dtype=np.float32)) for r in rows)
+            out.update((r[0], r[1]) for r in rows)
         return out
 
     async def node_count_with_vectors(self, owner: str) -> int:

@@ -394,6 +394,10 @@ class PgMemoryStore(MemoryStore):
         )
         return str(value) if value is not None else None
 
+    async def owners(self, limit: int) -> list[str]:
+        rows = await self.db.fetch("SELECT DISTINCT owner FROM structured_memories LIMIT $1", limit)
+        return [str(r[0]) for r in rows]
+
     # --- the person's data ------------------------------------------------------------
 
     async def export_owner(self, owner: str) -> Any:

@@ -11,8 +11,11 @@ Differences, and why:
   text with accents removed (``unaccent``, through an IMMUTABLE wrapper so a generated
   column may use it), in a GIN index that leads with the owner (``btree_gin``): a search
   reads that person's postings, as SQLite's owner-word tokens do.
-- Vectors are float32 bytes (``bytea``) searched in numpy over per-owner matrices kept
-  by each process (core.storage.vector_cache), as with SQLite; pgvector is not needed.
+- Vectors are pgvector's ``vector`` (schema 80; float32, as SQLite's bytes), searched
+  in PostgreSQL with its inner-product operator (``<#>``: the cosine of unit vectors,
+  what SQLite's numpy search computes), per owner through the owner's index: exact, no
+  approximate index (docs/storage.md says why). A process serving a person searches the
+  matrix it keeps of them instead (core.storage.postgres.graph).
 - Owner changes go out by ``NOTIFY`` (core.storage.postgres.changes), not in a table.
 """
 
@@ -227,6 +230,42 @@ MIGRATIONS = [
         ALTER TABLE users ADD COLUMN IF NOT EXISTS node_version BIGINT NOT NULL DEFAULT 0;
         CREATE OR REPLACE FUNCTION akira_node_version(text) RETURNS bigint
             LANGUAGE sql VOLATILE AS 'SELECT node_version FROM users WHERE key = $1';
+        """,
+    ),
+]
+
+
+# The extensions the schema creates (unaccent and btree_gin ship with the server, pgvector
+# apart); checked before migrating, so a server without one is one clear line at start
+# (core.storage.postgres.database).
+REQUIRED_EXTENSIONS = ("unaccent", "btree_gin", "vector")
+
+VECTOR_MIGRATIONS = [
+    Migration(
+        80,
+        "vectors in pgvector: graph_embeddings.vector becomes a vector column",
+        # Rows stored before are float32 little-endian bytes (SQLite's layout): decoded
+        # here in SQL, each IEEE 754 single exactly (sign, exponent, mantissa; a power of
+        # two times an integer below 2^24 is exact in double precision and in real).
+        """
+        CREATE EXTENSION IF NOT EXISTS vector;
+        CREATE OR REPLACE FUNCTION akira_float4_le(b bytea) RETURNS real[]
+            LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
+            SELECT array_agg(CASE
+                WHEN e = 255 THEN 'NaN'::real
+                WHEN e = 0 THEN (s * (m * 2::float8 ^ -149))::real
+                ELSE (s * ((m + 8388608) * 2::float8 ^ (e - 150)))::real END ORDER BY i)
+            FROM (SELECT i, (bits >> 23) & 255 AS e, bits & 8388607 AS m,
+                         CASE WHEN bits >> 31 = 1 THEN -1::float8 ELSE 1::float8 END AS s
+                  -- (| and << share one precedence in PostgreSQL: parentheses.)
+                  FROM (SELECT i, get_byte(b, 4 * i)::bigint
+                                  | (get_byte(b, 4 * i + 1)::bigint << 8)
+                                  | (get_byte(b, 4 * i + 2)::bigint << 16)
+                                  | (get_byte(b, 4 * i + 3)::bigint << 24) AS bits
+                        FROM generate_series(0, length(b) / 4 - 1) AS i) AS w) AS f
+        $$;
+        ALTER TABLE graph_embeddings
+            ALTER COLUMN vector TYPE vector USING akira_float4_le(vector)::vector;
         """,
     ),
 ]

@@ -113,6 +113,13 @@ class PgUserStore(UserStore):
     async def count(self) -> int:
         return int(await self.db.fetchval("SELECT count(*) FROM users"))
 
+    async def recently_seen(self, limit: int) -> list[tuple[str, str | None, float]]:
+        rows = await self.db.fetch(
+            "SELECT key, display_name, last_seen_at FROM users ORDER BY last_seen_at DESC LIMIT $1",
+            limit,
+        )
+        return [(r[0], r[1], float(r[2])) for r in rows]
+
     async def export_owner(self, owner: str) -> Any:
         user = await self.get(owner)
         return None if user is None else user_to_dict(user)

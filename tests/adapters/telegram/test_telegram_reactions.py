@@ -51,7 +51,11 @@ async def test_thumbs_on_a_reply_are_stored_changed_and_removed(
         (reply_id,) = fake_api.sent_message_ids(USER_ID)
         feedback = engine.storage.feedback
         await eventually(lambda: feedback.reply_node(OWNER, str(USER_ID), str(reply_id)), bool)
-        nodes = await engine.storage.nodes.recent(OWNER, limit=5)
+        # The reply's node and its messages' link are separate writes on PostgreSQL.
+        nodes = await eventually(
+            lambda: engine.storage.nodes.recent(OWNER, limit=5),
+            lambda found: any(n.type is NodeType.AKIRA_RESPONSE for n in found),
+        )
         (reply_node,) = [n for n in nodes if n.type is NodeType.AKIRA_RESPONSE]
 
         fake_api.react(reply_id, new=["👍"], user_id=USER_ID)

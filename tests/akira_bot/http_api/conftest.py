@@ -49,8 +49,13 @@ class Bot:
 
 def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
     """The environment of an ``akira-bot`` run on ``data_dir``: no ML, a scripted LLM,
-    the HTTP settings of these tests, none of the caller's own AKIRA_ settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
+    the HTTP settings of these tests, none of the caller's own AKIRA_ settings but the
+    storage (the bot's own database: ``AKIRA_TEST_STORAGE=postgres``, tests/conftest.py)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AKIRA_") or k.startswith("AKIRA_STORAGE__")
+    }
     env.update(
         {
             "AKIRA_DATA_DIR": str(data_dir),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -96,6 +97,10 @@ def test_prompts_never_hold_another_persons_words(history) -> None:
             )
             provider = ScriptedProvider(["ok"])
             engine = build_engine(settings_, llm=provider)
+            # Message numbers of this example alone: with AKIRA_TEST_STORAGE=postgres the
+            # examples share the test's database, where an earlier example's numbers
+            # would be duplicate deliveries (no reply, so no prompt).
+            example = uuid.uuid4().hex[:8]
             at = T0
             said: dict[str, list[str]] = {}
             async with engine:
@@ -112,7 +117,7 @@ def test_prompts_never_hold_another_persons_words(history) -> None:
                         scope=None if kind is ChatKind.DM else scope,
                     )
                     msg = IncomingMessage(
-                        platform, chat, UserRef(platform, uid), marked, str(i), at
+                        platform, chat, UserRef(platform, uid), marked, f"{example}-{i}", at
                     )
                     before = len(provider.prompts)
                     await engine.handle(msg, RecordingResponder())

@@ -87,6 +87,7 @@ async def test_emotion_off_means_no_tone_and_no_state(engine_factory) -> None:
     assert "emotion" not in (await engine.storage.users.get("telegram:9")).profile
 
 
+@pytest.mark.sqlite_itself("a failing write on SQLite's group commit beside the emotional state's")
 async def test_the_state_given_back_is_the_state_stored(engine_factory) -> None:
     """Even when the group commit runs the change twice (another write in the same batch
     failed, so the batch ran again with savepoints), the state the stage goes on with is

@@ -204,6 +204,7 @@ async def test_where_no_process_can_start_writes_run_on_the_loop(
         await db.close()
 
 
+@pytest.mark.sqlite_itself("SQLite's writer process")
 async def test_every_write_of_a_turn_crosses_to_the_writer_process(engine_factory: Any) -> None:
     """The hot path's writes are all picklable: none falls back to the loop."""
 
