@@ -209,10 +209,16 @@ def graph_config(overrides: Sequence[str]) -> GraphConfig:
 
 
 async def run_conversation(
-    sample: dict[str, Any], embedder: Embedder, workdir: Path, config: GraphConfig | None = None
+    sample: dict[str, Any],
+    embedder: Embedder,
+    workdir: Path,
+    config: GraphConfig | None = None,
+    details: list[dict[str, Any]] | None = None,
 ) -> tuple[
     list[tuple[int, dict[int, float]]], list[tuple[int, dict[int, float]]], dict[str, float]
 ]:
+    """``details``: when given, every question missing evidence from its top 10 is added
+    (the evidence's ranks among the top 50 and what was ranked first)."""
     sample_id = str(sample.get("sample_id", "conv"))
     owner = f"locomo:{sample_id}"
     storage = SQLiteStorage(workdir / f"{sample_id}.db")
@@ -256,10 +262,30 @@ async def run_conversation(
                 continue
             question = str(qa["question"])
             found = await memory.search_with_connections(
-                question, owner, depth=memory.config.depth, limit=max(KS)
+                question, owner, depth=memory.config.depth, limit=50 if details is not None else max(KS)
             )
             ranked = [node_to_dia[r.node.id] for r in found if r.node.id in node_to_dia]
             ours.append((cat, recalls_at(ranked, evidence)))
+            if details is not None and ours[-1][1][10] < 1.0:
+                text_of = dict(zip(dias, texts, strict=True))
+                details.append(
+                    {
+                        "conversation": sample_id,
+                        "category": CATEGORIES[cat],
+                        "question": question,
+                        "evidence": {
+                            d: {
+                                "rank": ranked.index(d) + 1 if d in ranked else None,
+                                "text": text_of[d][:160],
+                            }
+                            for d in evidence
+                        },
+                        "top5": [
+                            f"{r.node.source_id} {r.reason}: {r.node.content[:100]}"
+                            for r in found[:5]
+                        ],
+                    }
+                )
             bm25_rows.append(
                 (cat, recalls_at([dias[i] for i in bm25.rank(question, max(KS))], evidence))
             )
@@ -346,9 +372,12 @@ async def main_async(args: argparse.Namespace, data: list[dict[str, Any]]) -> di
     ours: list[tuple[int, dict[int, float]]] = []
     bm25: list[tuple[int, dict[int, float]]] = []
     timings: dict[str, float] = defaultdict(float)
+    details: list[dict[str, Any]] | None = [] if args.details else None
     with tempfile.TemporaryDirectory() as tmp:
         for sample in data:
-            o, b, t = await run_conversation(sample, embedder, Path(tmp), graph_config(args.set))
+            o, b, t = await run_conversation(
+                sample, embedder, Path(tmp), graph_config(args.set), details
+            )
             ours += o
             bm25 += b
             for key, value in t.items():
@@ -362,6 +391,7 @@ async def main_async(args: argparse.Namespace, data: list[dict[str, Any]]) -> di
         "bm25": recall_table(bm25),
         "seconds": {k: round(v, 1) for k, v in timings.items()},
         "overrides": list(args.set),
+        **({"details": details} if details is not None else {}),
     }
 
 
@@ -439,6 +469,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="GraphConfig override (experiments)",
+    )
+    parser.add_argument(
+        "--details", action="store_true", help="the questions missing evidence at 10, and why"
     )
     parser.add_argument("--calibrate", action="store_true", help="print the similarity spread")
     parser.add_argument(

@@ -82,6 +82,11 @@ class QueryConfig:
     bot_factor: float = 0.7  # the bot's replies in recall results
     question_factor: float = 0.6  # the person's own questions in recall results
     follow_recency: float = 0.4  # recency prior for follow-ups (x context weight)
+    # A recent node that neither comes close to the message (with its turns) nor
+    # announced or reported something dated is no thread it could pick up: without this
+    # every line of the last sessions was a weak seed, and the walk from the chatter of
+    # the previous session pushed old facts out of the top 5.
+    thread_gate: bool = False
 
 
 @dataclass(slots=True)
@@ -215,6 +220,8 @@ def thread_priors(
         if age > cfg.thread_days:
             continue
         event = _eventness(node, at, cfg)
+        if cfg.thread_gate and event <= 0 and confidence[i] <= 0:
+            continue
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
         score = 0.25 * float(confidence[i]) + 0.55 * event + 0.1 * recency + 0.1 * shared
@@ -224,6 +231,20 @@ def thread_priors(
             score *= 0.6
         priors[node.id] = cfg.prior_scale * weight * score
     return priors
+
+
+_CLAUSE_END = re.compile(r"[.!?\n]")
+
+
+def _asked(content: str, named: str) -> bool:
+    """Whether the sentence of ``content`` naming ``named`` (as :func:`spans` gives it:
+    folded) is a question."""
+    folded = fold(content).lower()
+    where = folded.find(named)
+    if where < 0:
+        return False
+    end = _CLAUSE_END.search(folded, where + len(named))
+    return end is not None and end.group() == "?"
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -238,6 +259,8 @@ def _eventness(node: MemoryNode, at: datetime, cfg: QueryConfig) -> float:
     semana"); 0 otherwise ("today" dates all chatter)."""
     best = 0.0
     for found in _dated(node.content, node.timestamp):
+        if _asked(node.content, found.text):
+            continue  # "is tomorrow a holiday? I've lost track": asked, not announced
         if found.future:
             if found.start > at + timedelta(days=1):
                 continue  # not due yet

@@ -51,6 +51,10 @@ class SearchConfig:
         ("shared_tags", 0.5),
         ("same_entity", 0.5),
     )
+    # The previous and next turn (follow_up edges) as a relation weight: a question's
+    # answer is often the turn after the one that matches it ("Did you go?" / "Yes, on
+    # Friday"), and a short answer is found through the turn it answers.
+    turn_weight: float = 1.0
     # A vector hit's rank score is scaled by its cosine mapped linearly from
     # ``min_similarity`` (0: noise, not a seed — top-k always returns something) to
     # ``full_similarity`` (1). None: by model, see core.memory.connections.SEED_RANGES.
@@ -80,6 +84,15 @@ class SearchConfig:
     entity_path: float = 0.5
     entity_postings: int = 200
     entity_rare: int = 12
+    # Pseudo-relevance feedback (Rocchio 1971, on vectors): the query vector plus
+    # ``feedback_beta`` x the mean vector of the best ``feedback_docs`` seeds (vector and
+    # full-text fused, threads included) is a second formulation in the person's own
+    # words: "when I resigned from the bank" meets "I quit my job" through what the
+    # first hits said. It ranks the vector candidates and full-text hits already found
+    # (no second scan) and joins the fusion as a list of weight ``feedback_weight``.
+    feedback_weight: float = 0.0
+    feedback_docs: int = 3
+    feedback_beta: float = 1.0
 
 
 @dataclass(slots=True)
@@ -132,6 +145,36 @@ class GraphSearcher:
         shift = np.array([vectors[i] @ centre for i, _ in known]) * cfg.centre_weight
         order = np.argsort(-(np.array([s for _, s in known]) - shift), kind="stable")
         return [known[j] for j in order[: cfg.seed_k].tolist()]
+
+    async def _feedback(
+        self,
+        owner: str,
+        query_vector: np.ndarray,
+        hits: Mapping[str, _Hit],
+        candidates: Sequence[str],
+        scopes: Sequence[str] | None,
+    ) -> list[tuple[str, float]]:
+        """``candidates`` ranked for the query moved towards its best seeds (Rocchio):
+        (id, cosine to the original query) best first, centred as the vector hits are."""
+        cfg = self.config
+        top = sorted(hits, key=lambda i: -hits[i].score)[: cfg.feedback_docs]
+        ids = list(dict.fromkeys([*top, *candidates]))
+        vectors = await self.graph.vectors(owner, ids)
+        found = [vectors[i] for i in top if i in vectors]
+        pool = [i for i in candidates if i in vectors]
+        if not found or not pool:
+            return []
+        moved = query_vector + cfg.feedback_beta * np.mean(found, axis=0)
+        moved = moved / max(float(np.linalg.norm(moved)), 1e-9)
+        matrix = np.stack([vectors[i] for i in pool])
+        score = matrix @ moved
+        if cfg.centre_weight > 0:
+            centre = await self._centre(owner, query_vector, scopes)
+            if centre is not None:
+                score = score - cfg.centre_weight * (matrix @ centre)
+        plain = matrix @ query_vector
+        order = np.argsort(-score, kind="stable")[: cfg.seed_k]
+        return [(pool[j], float(plain[j])) for j in order.tolist()]
 
     async def _centre(
         self, owner: str, query_vector: np.ndarray, scopes: Sequence[str] | None
@@ -233,6 +276,7 @@ class GraphSearcher:
             )
         )
         vector_hits: list[tuple[str, float]] = []
+        vector_pool: list[str] = []
         try:
             await asyncio.sleep(0)  # let it hand its query to the database thread first
             if query_vector is not None:
@@ -245,6 +289,7 @@ class GraphSearcher:
                     at=at,
                 )
                 vector_hits = [(i, s) for i, s in vector_hits if s > self.min_similarity]
+                vector_pool = [i for i, _ in vector_hits]
                 if centring and vector_hits:
                     vector_hits = await self._centred(owner, query_vector, vector_hits, scopes)
         except BaseException:
@@ -252,7 +297,11 @@ class GraphSearcher:
             raise
         text_hits = await text_search
         hits: dict[str, _Hit] = {}
-        best = cfg.vector_weight * (query_vector is not None) + cfg.text_weight
+        feedback = cfg.feedback_weight > 0 and query_vector is not None
+        best = (
+            (cfg.vector_weight + cfg.feedback_weight * feedback) * (query_vector is not None)
+            + cfg.text_weight
+        )
         norm = (cfg.rrf_k + 1) / max(best, 1e-9)
         span = max(self.full_similarity - self.min_similarity, 1e-6)
         for rank, (node_id, sim) in enumerate(vector_hits, start=1):
@@ -268,6 +317,15 @@ class GraphSearcher:
         for node_id, prior in (priors or {}).items():
             if prior > 0:
                 hits.setdefault(node_id, _Hit(0.0, seed=True)).score += prior
+        if feedback and hits and query_vector is not None:
+            candidates = [*vector_pool, *(i for i, _ in text_hits)]
+            ranked_again = await self._feedback(owner, query_vector, hits, candidates, scopes)
+            for rank, (node_id, sim) in enumerate(ranked_again, start=1):
+                confidence = min(1.0, max(0.0, (sim - self.min_similarity) / span))
+                hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
+                hit.score += (
+                    cfg.feedback_weight / (cfg.rrf_k + rank) * norm * confidence * seed_scale
+                )
         naming = await self._entity_seeds(owner, query, hits, scopes, at)
         if not hits:
             return []
@@ -277,7 +335,7 @@ class GraphSearcher:
         # loaded only for the results.
         until = to_ts(at) if at is not None else None
         allowed = set(scopes) if scopes is not None else None
-        relation_weight = dict(cfg.relation_weights)
+        relation_weight = {"follow_up": cfg.turn_weight, **dict(cfg.relation_weights)}
         frontier = sorted(hits, key=lambda i: -hits[i].score)[: cfg.expand_seeds]
         for level in range(1, depth + 1):
             if not frontier:
