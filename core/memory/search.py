@@ -51,10 +51,17 @@ class SearchConfig:
         ("shared_tags", 0.5),
         ("same_entity", 0.5),
     )
-    # The previous and next turn (follow_up edges) as a relation weight: a question's
-    # answer is often the turn after the one that matches it ("Did you go?" / "Yes, on
-    # Friday"), and a short answer is found through the turn it answers.
-    turn_weight: float = 1.0
+    # Maximal marginal relevance (Carbonell & Goldstein 1998) over the best
+    # ``diversity_pool`` x limit results: each next result scores x (1 - ``diversity`` x
+    # its highest centred cosine to one ranked above it). A question gathering several
+    # facts ("where has she camped?") needs the different ones, not the same moment
+    # told twice (a line and its reply). Centred (the person's centroid removed) so the
+    # cosine reads what two lines share beyond being the same person's chat. 0: off.
+    # Chosen leave-one-conversation-out on LoCoMo dev (0.5 in every fold). Conversational
+    # recall passes its own (core.memory.query.QueryConfig.diversity: off): a message in
+    # a conversation points at one referent, and its neighbours are what tell it.
+    diversity: float = 0.5
+    diversity_pool: int = 3
     # A vector hit's rank score is scaled by its cosine mapped linearly from
     # ``min_similarity`` (0: noise, not a seed — top-k always returns something) to
     # ``full_similarity`` (1). None: by model, see core.memory.connections.SEED_RANGES.
@@ -84,15 +91,6 @@ class SearchConfig:
     entity_path: float = 0.5
     entity_postings: int = 200
     entity_rare: int = 12
-    # Pseudo-relevance feedback (Rocchio 1971, on vectors): the query vector plus
-    # ``feedback_beta`` x the mean vector of the best ``feedback_docs`` seeds (vector and
-    # full-text fused, threads included) is a second formulation in the person's own
-    # words: "when I resigned from the bank" meets "I quit my job" through what the
-    # first hits said. It ranks the vector candidates and full-text hits already found
-    # (no second scan) and joins the fusion as a list of weight ``feedback_weight``.
-    feedback_weight: float = 0.0
-    feedback_docs: int = 3
-    feedback_beta: float = 1.0
 
 
 @dataclass(slots=True)
@@ -146,35 +144,40 @@ class GraphSearcher:
         order = np.argsort(-(np.array([s for _, s in known]) - shift), kind="stable")
         return [known[j] for j in order[: cfg.seed_k].tolist()]
 
-    async def _feedback(
+    async def _diversified(
         self,
         owner: str,
         query_vector: np.ndarray,
-        hits: Mapping[str, _Hit],
-        candidates: Sequence[str],
+        ranked: Sequence[str],
+        scores: dict[str, float],
         scopes: Sequence[str] | None,
-    ) -> list[tuple[str, float]]:
-        """``candidates`` ranked for the query moved towards its best seeds (Rocchio):
-        (id, cosine to the original query) best first, centred as the vector hits are."""
-        cfg = self.config
-        top = sorted(hits, key=lambda i: -hits[i].score)[: cfg.feedback_docs]
-        ids = list(dict.fromkeys([*top, *candidates]))
-        vectors = await self.graph.vectors(owner, ids)
-        found = [vectors[i] for i in top if i in vectors]
-        pool = [i for i in candidates if i in vectors]
-        if not found or not pool:
-            return []
-        moved = query_vector + cfg.feedback_beta * np.mean(found, axis=0)
-        moved = moved / max(float(np.linalg.norm(moved)), 1e-9)
-        matrix = np.stack([vectors[i] for i in pool])
-        score = matrix @ moved
-        if cfg.centre_weight > 0:
-            centre = await self._centre(owner, query_vector, scopes)
-            if centre is not None:
-                score = score - cfg.centre_weight * (matrix @ centre)
-        plain = matrix @ query_vector
-        order = np.argsort(-score, kind="stable")[: cfg.seed_k]
-        return [(pool[j], float(plain[j])) for j in order.tolist()]
+        weight: float,
+    ) -> list[str]:
+        """``ranked`` (best first) reordered by maximal marginal relevance of ``weight``;
+        ``scores`` is updated with the discounted scores."""
+        vectors = await self.graph.vectors(owner, list(ranked))
+        ids = [i for i in ranked if i in vectors and i in scores]
+        if len(ids) < 2:
+            return list(ranked)
+        matrix = np.stack([vectors[i] for i in ids]).astype(np.float32)
+        centre = await self._centre(owner, query_vector, scopes)
+        if centre is not None:
+            matrix = matrix - centre
+        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-9)
+        base = np.array([scores[i] for i in ids])
+        overlap = np.zeros(len(ids))  # highest centred cosine to a chosen result
+        left = list(range(len(ids)))
+        order: list[int] = []
+        while left:
+            adjusted = base[left] * (1.0 - weight * np.clip(overlap[left], 0.0, 1.0))
+            pick = left[int(np.argmax(adjusted))]
+            scores[ids[pick]] = float(adjusted.max())
+            order.append(pick)
+            left.remove(pick)
+            if left:
+                overlap[left] = np.maximum(overlap[left], matrix[left] @ matrix[pick])
+        chosen = [ids[j] for j in order]
+        return chosen + [i for i in ranked if i not in set(chosen)]
 
     async def _centre(
         self, owner: str, query_vector: np.ndarray, scopes: Sequence[str] | None
@@ -253,6 +256,7 @@ class GraphSearcher:
         window_outside: float = 0.6,
         recency: tuple[float, float] | None = None,
         adjust: Callable[[MemoryNode], float] | None = None,
+        diversity: float | None = None,
     ) -> list[RecalledNode]:
         """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
         e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
@@ -262,7 +266,8 @@ class GraphSearcher:
         ``1 - weight + weight * exp(-age / constant)``, its age counted from ``at``.
         ``seed_scale`` scales the query's own seeds (a message that says little finds
         little by itself; its priors should count more). ``adjust``: a factor per
-        candidate node (e.g. what kind of turn it is), applied with the time priors."""
+        candidate node (e.g. what kind of turn it is), applied with the time priors.
+        ``diversity``: the MMR weight for this search (None: the configured one)."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -276,7 +281,6 @@ class GraphSearcher:
             )
         )
         vector_hits: list[tuple[str, float]] = []
-        vector_pool: list[str] = []
         try:
             await asyncio.sleep(0)  # let it hand its query to the database thread first
             if query_vector is not None:
@@ -289,7 +293,6 @@ class GraphSearcher:
                     at=at,
                 )
                 vector_hits = [(i, s) for i, s in vector_hits if s > self.min_similarity]
-                vector_pool = [i for i, _ in vector_hits]
                 if centring and vector_hits:
                     vector_hits = await self._centred(owner, query_vector, vector_hits, scopes)
         except BaseException:
@@ -297,11 +300,7 @@ class GraphSearcher:
             raise
         text_hits = await text_search
         hits: dict[str, _Hit] = {}
-        feedback = cfg.feedback_weight > 0 and query_vector is not None
-        best = (
-            (cfg.vector_weight + cfg.feedback_weight * feedback) * (query_vector is not None)
-            + cfg.text_weight
-        )
+        best = cfg.vector_weight * (query_vector is not None) + cfg.text_weight
         norm = (cfg.rrf_k + 1) / max(best, 1e-9)
         span = max(self.full_similarity - self.min_similarity, 1e-6)
         for rank, (node_id, sim) in enumerate(vector_hits, start=1):
@@ -317,15 +316,6 @@ class GraphSearcher:
         for node_id, prior in (priors or {}).items():
             if prior > 0:
                 hits.setdefault(node_id, _Hit(0.0, seed=True)).score += prior
-        if feedback and hits and query_vector is not None:
-            candidates = [*vector_pool, *(i for i, _ in text_hits)]
-            ranked_again = await self._feedback(owner, query_vector, hits, candidates, scopes)
-            for rank, (node_id, sim) in enumerate(ranked_again, start=1):
-                confidence = min(1.0, max(0.0, (sim - self.min_similarity) / span))
-                hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
-                hit.score += (
-                    cfg.feedback_weight / (cfg.rrf_k + rank) * norm * confidence * seed_scale
-                )
         naming = await self._entity_seeds(owner, query, hits, scopes, at)
         if not hits:
             return []
@@ -335,7 +325,7 @@ class GraphSearcher:
         # loaded only for the results.
         until = to_ts(at) if at is not None else None
         allowed = set(scopes) if scopes is not None else None
-        relation_weight = {"follow_up": cfg.turn_weight, **dict(cfg.relation_weights)}
+        relation_weight = dict(cfg.relation_weights)
         frontier = sorted(hits, key=lambda i: -hits[i].score)[: cfg.expand_seeds]
         for level in range(1, depth + 1):
             if not frontier:
@@ -401,9 +391,16 @@ class GraphSearcher:
             key=lambda i: (-hits[i].score, i),
         )
         timed = bool(windows) or (recency is not None and until is not None) or bool(adjust)
+        mmr = cfg.diversity if diversity is None else diversity
+        diverse = mmr > 0 and query_vector is not None
         # A few spare in case a node vanished (forgotten) since it was found; with time
-        # priors, enough candidates for them to reorder.
-        wanted = ranked[: max(limit * 4, 40)] if timed else ranked[: limit + 5]
+        # priors or diversity, enough candidates for them to reorder.
+        pool_size = limit + 5
+        if timed:
+            pool_size = max(limit * 4, 40)
+        if diverse:
+            pool_size = max(pool_size, limit * cfg.diversity_pool)
+        wanted = ranked[:pool_size]
         known = await self.graph.get_nodes(owner, wanted)
         if timed:
             scores = {
@@ -423,6 +420,8 @@ class GraphSearcher:
             wanted = sorted(scores, key=lambda i: (-scores[i], i))
         else:
             scores = {i: hits[i].score for i in wanted}
+        if diverse and query_vector is not None:
+            wanted = await self._diversified(owner, query_vector, wanted, scores, scopes, mmr)
         results: list[RecalledNode] = []
         for node_id in wanted:
             node = known.get(node_id)
