@@ -82,11 +82,6 @@ class QueryConfig:
     bot_factor: float = 0.7  # the bot's replies in recall results
     question_factor: float = 0.6  # the person's own questions in recall results
     follow_recency: float = 0.4  # recency prior for follow-ups (x context weight)
-    # A recent node that neither comes close to the message (with its turns) nor
-    # announced or reported something dated is no thread it could pick up: without this
-    # every line of the last sessions was a weak seed, and the walk from the chatter of
-    # the previous session pushed old facts out of the top 5.
-    thread_gate: bool = True
     # Result diversity (core.memory.search.SearchConfig.diversity) in conversational
     # recall: off. Measured on the dev chats: 0.3 lost implicit follow-ups (0.87 -> 0.83
     # at 5) and cross-lingual probes; a follow-up has one referent.
@@ -224,8 +219,6 @@ def thread_priors(
         if age > cfg.thread_days:
             continue
         event = _eventness(node, at, cfg)
-        if cfg.thread_gate and event <= 0 and confidence[i] <= 0:
-            continue
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
         score = 0.25 * float(confidence[i]) + 0.55 * event + 0.1 * recency + 0.1 * shared

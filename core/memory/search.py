@@ -394,15 +394,10 @@ class GraphSearcher:
         mmr = cfg.diversity if diversity is None else diversity
         diverse = mmr > 0 and query_vector is not None
         # A few spare in case a node vanished (forgotten) since it was found; with time
-        # priors or diversity, enough candidates for them to reorder.
-        pool_size = limit + 5
+        # priors, enough candidates for them to reorder.
         if timed:
-            pool_size = max(limit * 4, 40)
-        if diverse:
-            pool_size = max(pool_size, limit * cfg.diversity_pool)
-        wanted = ranked[:pool_size]
-        known = await self.graph.get_nodes(owner, wanted)
-        if timed:
+            wanted = ranked[: max(limit * 4, 40, limit * cfg.diversity_pool * diverse)]
+            known = await self.graph.get_nodes(owner, wanted)
             scores = {
                 i: hits[i].score
                 * _time_factor(
@@ -418,10 +413,16 @@ class GraphSearcher:
                 if i in known
             }
             wanted = sorted(scores, key=lambda i: (-scores[i], i))
+            if diverse and query_vector is not None:
+                wanted = await self._diversified(owner, query_vector, wanted, scores, scopes, mmr)
         else:
+            # Reordered by their scores alone: only what is returned is loaded.
+            wanted = ranked[: limit * cfg.diversity_pool if diverse else limit + 5]
             scores = {i: hits[i].score for i in wanted}
-        if diverse and query_vector is not None:
-            wanted = await self._diversified(owner, query_vector, wanted, scores, scopes, mmr)
+            if diverse and query_vector is not None:
+                wanted = await self._diversified(owner, query_vector, wanted, scores, scopes, mmr)
+                wanted = wanted[: limit + 5]
+            known = await self.graph.get_nodes(owner, wanted)
         results: list[RecalledNode] = []
         for node_id in wanted:
             node = known.get(node_id)
