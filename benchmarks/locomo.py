@@ -15,8 +15,11 @@ same single turns in the same run.
 Data: LoCoMo (snap-research/LoCoMo), CC BY-NC 4.0, evaluation only.
 ``--loco KEY=V1,V2`` (repeatable: a grid) tunes leave-one-conversation-out: each
 conversation is scored with the setting that did best on the others, beside the setting
-best on all (optimistic) and the defaults. ``--calibrate`` prints the cosine spread of random and evidence turn pairs (how the
-"similar" edge threshold in core/memory/connections.py was chosen).
+best on all (optimistic) and the defaults; settings differing only in ``search.*`` share one
+stored graph per conversation. ``--details`` lists the questions missing evidence at 10
+(the evidence's ranks among the top 50, the top 5). ``--calibrate`` prints the cosine
+spread of random and evidence turn pairs (how the "similar" edge threshold in
+core/memory/connections.py was chosen).
 """
 
 from __future__ import annotations

@@ -152,9 +152,11 @@ class GraphSearcher:
         scores: dict[str, float],
         scopes: Sequence[str] | None,
         weight: float,
+        keep: int,
     ) -> list[str]:
-        """``ranked`` (best first) reordered by maximal marginal relevance of ``weight``;
-        ``scores`` is updated with the discounted scores."""
+        """``ranked`` (best first) reordered by maximal marginal relevance of ``weight``:
+        the best ``keep`` chosen, the rest after them in their order; ``scores`` is
+        updated with the discounted scores of the chosen."""
         vectors = await self.graph.vectors(owner, list(ranked))
         ids = [i for i in ranked if i in vectors and i in scores]
         if len(ids) < 2:
@@ -165,19 +167,20 @@ class GraphSearcher:
             matrix = matrix - centre
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-9)
         base = np.array([scores[i] for i in ids])
+        gram = matrix @ matrix.T  # centred cosines between the candidates
         overlap = np.zeros(len(ids))  # highest centred cosine to a chosen result
-        left = list(range(len(ids)))
+        free = np.ones(len(ids), dtype=bool)
         order: list[int] = []
-        while left:
-            adjusted = base[left] * (1.0 - weight * np.clip(overlap[left], 0.0, 1.0))
-            pick = left[int(np.argmax(adjusted))]
-            scores[ids[pick]] = float(adjusted.max())
+        for _ in range(min(keep, len(ids))):
+            adjusted = np.where(free, base * (1.0 - weight * np.clip(overlap, 0.0, 1.0)), -np.inf)
+            pick = int(np.argmax(adjusted))
+            scores[ids[pick]] = float(adjusted[pick])
             order.append(pick)
-            left.remove(pick)
-            if left:
-                overlap[left] = np.maximum(overlap[left], matrix[left] @ matrix[pick])
+            free[pick] = False
+            overlap = np.maximum(overlap, gram[pick])
         chosen = [ids[j] for j in order]
-        return chosen + [i for i in ranked if i not in set(chosen)]
+        taken = set(chosen)
+        return chosen + [i for i in ranked if i not in taken]
 
     async def _centre(
         self, owner: str, query_vector: np.ndarray, scopes: Sequence[str] | None
@@ -414,13 +417,17 @@ class GraphSearcher:
             }
             wanted = sorted(scores, key=lambda i: (-scores[i], i))
             if diverse and query_vector is not None:
-                wanted = await self._diversified(owner, query_vector, wanted, scores, scopes, mmr)
+                wanted = await self._diversified(
+                    owner, query_vector, wanted, scores, scopes, mmr, len(wanted)
+                )
         else:
             # Reordered by their scores alone: only what is returned is loaded.
             wanted = ranked[: limit * cfg.diversity_pool if diverse else limit + 5]
             scores = {i: hits[i].score for i in wanted}
             if diverse and query_vector is not None:
-                wanted = await self._diversified(owner, query_vector, wanted, scores, scopes, mmr)
+                wanted = await self._diversified(
+                    owner, query_vector, wanted, scores, scopes, mmr, limit + 5
+                )
                 wanted = wanted[: limit + 5]
             known = await self.graph.get_nodes(owner, wanted)
         results: list[RecalledNode] = []
