@@ -15,8 +15,11 @@ same single turns in the same run.
 Data: LoCoMo (snap-research/LoCoMo), CC BY-NC 4.0, evaluation only.
 ``--loco KEY=V1,V2`` (repeatable: a grid) tunes leave-one-conversation-out: each
 conversation is scored with the setting that did best on the others, beside the setting
-best on all (optimistic) and the defaults. ``--calibrate`` prints the cosine spread of random and evidence turn pairs (how the
-"similar" edge threshold in core/memory/connections.py was chosen).
+best on all (optimistic) and the defaults; settings differing only in ``search.*`` share one
+stored graph per conversation. ``--details`` lists the questions missing evidence at 10
+(the evidence's ranks among the top 50, the top 5). ``--calibrate`` prints the cosine
+spread of random and evidence turn pairs (how the "similar" edge threshold in
+core/memory/connections.py was chosen).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from core.embeddings import Embedder, build_embedder  # noqa: E402
 from core.emotion.data import missing_data  # noqa: E402
 from core.memory.connections import ConnectionConfig  # noqa: E402
 from core.memory.graph import GraphConfig, GraphMemory  # noqa: E402
-from core.memory.search import SearchConfig  # noqa: E402
+from core.memory.search import GraphSearcher, SearchConfig  # noqa: E402
 from core.storage import MemoryNode, NodeType, SQLiteStorage  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -209,17 +212,39 @@ def graph_config(overrides: Sequence[str]) -> GraphConfig:
 
 
 async def run_conversation(
-    sample: dict[str, Any], embedder: Embedder, workdir: Path, config: GraphConfig | None = None
+    sample: dict[str, Any],
+    embedder: Embedder,
+    workdir: Path,
+    config: GraphConfig | None = None,
+    details: list[dict[str, Any]] | None = None,
 ) -> tuple[
     list[tuple[int, dict[int, float]]], list[tuple[int, dict[int, float]]], dict[str, float]
 ]:
+    """``details``: when given, every question missing evidence from its top 10 is added
+    (the evidence's ranks among the top 50 and what was ranked first)."""
+    rows = await answer_with(sample, embedder, workdir, config, [None], details)
+    ours, bm25_rows, timing = rows[0]
+    return ours, bm25_rows, timing
+
+
+async def answer_with(
+    sample: dict[str, Any],
+    embedder: Embedder,
+    workdir: Path,
+    config: GraphConfig | None,
+    searches: Sequence[GraphConfig | None],
+    details: list[dict[str, Any]] | None = None,
+) -> list[
+    tuple[list[tuple[int, dict[int, float]]], list[tuple[int, dict[int, float]]], dict[str, float]]
+]:
+    """The conversation stored once with ``config``, its questions answered with each of
+    ``searches`` (their ``search`` and ``depth`` settings: a grid over search settings
+    needs no second ingest). One (ours, bm25, timing) per search configuration."""
     sample_id = str(sample.get("sample_id", "conv"))
     owner = f"locomo:{sample_id}"
     storage = SQLiteStorage(workdir / f"{sample_id}.db")
     memory = GraphMemory(storage, embedder, config=config)
-    ours: list[tuple[int, dict[int, float]]] = []
-    bm25_rows: list[tuple[int, dict[int, float]]] = []
-    timing: dict[str, float] = {}
+    out = []
     async with storage:
         await storage.users.ensure(owner)
         node_to_dia: dict[str, str] = {}
@@ -243,28 +268,60 @@ async def run_conversation(
                     node_to_dia[node.id] = dia
                     texts.append(node.content)
                     dias.append(dia)
-        timing["ingest_s"] = time.perf_counter() - started
+        ingest_s = time.perf_counter() - started
         bm25 = BM25(texts)
         known = set(dias)
-        started = time.perf_counter()
-        for qa in sample["qa"]:
-            cat = int(qa.get("category", 0))
-            if cat not in CATEGORIES:
-                continue
-            evidence = evidence_ids(qa.get("evidence", []), known)
-            if not evidence:
-                continue
-            question = str(qa["question"])
-            found = await memory.search_with_connections(
-                question, owner, depth=memory.config.depth, limit=max(KS)
-            )
-            ranked = [node_to_dia[r.node.id] for r in found if r.node.id in node_to_dia]
-            ours.append((cat, recalls_at(ranked, evidence)))
-            bm25_rows.append(
-                (cat, recalls_at([dias[i] for i in bm25.rank(question, max(KS))], evidence))
-            )
-        timing["search_s"] = time.perf_counter() - started
-    return ours, bm25_rows, timing
+        text_of = dict(zip(dias, texts, strict=True))
+        for search in searches:
+            if search is not None:
+                memory.config = search
+                memory.searcher = GraphSearcher(
+                    memory.graph, storage.nodes, search.search, model=embedder.name
+                )
+            ours: list[tuple[int, dict[int, float]]] = []
+            bm25_rows: list[tuple[int, dict[int, float]]] = []
+            started = time.perf_counter()
+            for qa in sample["qa"]:
+                cat = int(qa.get("category", 0))
+                if cat not in CATEGORIES:
+                    continue
+                evidence = evidence_ids(qa.get("evidence", []), known)
+                if not evidence:
+                    continue
+                question = str(qa["question"])
+                found = await memory.search_with_connections(
+                    question,
+                    owner,
+                    depth=memory.config.depth,
+                    limit=50 if details is not None else max(KS),
+                )
+                ranked = [node_to_dia[r.node.id] for r in found if r.node.id in node_to_dia]
+                ours.append((cat, recalls_at(ranked, evidence)))
+                if details is not None and ours[-1][1][10] < 1.0:
+                    details.append(
+                        {
+                            "conversation": sample_id,
+                            "category": CATEGORIES[cat],
+                            "question": question,
+                            "evidence": {
+                                d: {
+                                    "rank": ranked.index(d) + 1 if d in ranked else None,
+                                    "text": text_of[d][:160],
+                                }
+                                for d in evidence
+                            },
+                            "top5": [
+                                f"{r.node.source_id} {r.reason}: {r.node.content[:100]}"
+                                for r in found[:5]
+                            ],
+                        }
+                    )
+                bm25_rows.append(
+                    (cat, recalls_at([dias[i] for i in bm25.rank(question, max(KS))], evidence))
+                )
+            timing = {"ingest_s": ingest_s, "search_s": time.perf_counter() - started}
+            out.append((ours, bm25_rows, timing))
+    return out
 
 
 def stored_texts(
@@ -346,9 +403,12 @@ async def main_async(args: argparse.Namespace, data: list[dict[str, Any]]) -> di
     ours: list[tuple[int, dict[int, float]]] = []
     bm25: list[tuple[int, dict[int, float]]] = []
     timings: dict[str, float] = defaultdict(float)
+    details: list[dict[str, Any]] | None = [] if args.details else None
     with tempfile.TemporaryDirectory() as tmp:
         for sample in data:
-            o, b, t = await run_conversation(sample, embedder, Path(tmp), graph_config(args.set))
+            o, b, t = await run_conversation(
+                sample, embedder, Path(tmp), graph_config(args.set), details
+            )
             ours += o
             bm25 += b
             for key, value in t.items():
@@ -362,6 +422,7 @@ async def main_async(args: argparse.Namespace, data: list[dict[str, Any]]) -> di
         "bm25": recall_table(bm25),
         "seconds": {k: round(v, 1) for k, v in timings.items()},
         "overrides": list(args.set),
+        **({"details": details} if details is not None else {}),
     }
 
 
@@ -388,16 +449,22 @@ async def leave_one_out(
     settings = grid(specs)
     if [] not in settings:
         settings.append([])  # the defaults, for reference
-    per: dict[int, list[list[tuple[int, dict[int, float]]]]] = {}
+    per: dict[int, list[list[tuple[int, dict[int, float]]]]] = {n: [] for n in range(len(settings))}
+    # Settings that differ only in search.* (and depth) share one stored graph.
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for n, setting in enumerate(settings):
+        stored = tuple(x for x in setting if not x.startswith(("search.", "depth=")))
+        groups[stored].append(n)
     with tempfile.TemporaryDirectory() as tmp:
-        for n, setting in enumerate(settings):
-            config = graph_config([*fixed, *setting])
-            per[n] = []
+        for g, (stored, members) in enumerate(groups.items()):
+            ingest = graph_config([*fixed, *stored])
+            searches = [graph_config([*fixed, *settings[n]]) for n in members]
             for i, sample in enumerate(data):
-                workdir = Path(tmp) / f"{n}-{i}"
+                workdir = Path(tmp) / f"{g}-{i}"
                 workdir.mkdir()
-                o, _, _ = await run_conversation(sample, embedder, workdir, config)
-                per[n].append(o)
+                rows = await answer_with(sample, embedder, workdir, ingest, searches)
+                for n, (o, _, _) in zip(members, rows, strict=True):
+                    per[n].append(o)
     held_out: list[tuple[int, dict[int, float]]] = []
     chosen: dict[str, list[str]] = {}
     for i, sample in enumerate(data):
@@ -421,6 +488,16 @@ async def leave_one_out(
             **recall_table([row for rows in per[best_all] for row in rows]),
         },
         "defaults": recall_table([row for rows in per[defaults] for row in rows]),
+        "every_setting_recall@10": {
+            " ".join(settings[n]) or "defaults": {
+                key: value
+                for key, value in recall_table([r for rows in per[n] for r in rows])[
+                    "recall@10"
+                ].items()
+                if key in ("multi-hop", "overall")
+            }
+            for n in per
+        },
         "overrides": list(fixed),
     }
 
@@ -439,6 +516,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="GraphConfig override (experiments)",
+    )
+    parser.add_argument(
+        "--details", action="store_true", help="the questions missing evidence at 10, and why"
     )
     parser.add_argument("--calibrate", action="store_true", help="print the similarity spread")
     parser.add_argument(

@@ -239,7 +239,11 @@ async def run_person(
                         "kind": line.kind,
                         "text": line.text,
                         "expected": list(line.expected),
-                        "top5": ranked[:5],
+                        "expected_text": [t.text for t in history if t.id in line.expected],
+                        "expected_rank": [
+                            ranked.index(e) + 1 if e in ranked else None for e in line.expected
+                        ],
+                        "top5": [f"{r.node.id}: {r.node.content[:90]}" for r in recall.nodes[:5]],
                         "hit@5": ours[-1][1][5],
                         "bm25_hit@5": bm25_rows[-1][1][5],
                     }

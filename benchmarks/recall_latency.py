@@ -125,6 +125,12 @@ async def measure(
             )
             unnamed = GraphSearcher(storage.graph, storage.nodes, off, model=memory.model)
             timings["plain_entities_off"] = ([], [])
+        # And with result diversity off (the MMR re-ranking), when the code has it.
+        plain_only = None
+        if "diversity" in search_fields:
+            flat = dataclasses.replace(memory.searcher.config, diversity=0.0)
+            plain_only = GraphSearcher(storage.graph, storage.nodes, flat, model=memory.model)
+            timings["plain_diversity_off"] = ([], [])
         names = rng.choice(ENTITY_NAMES, size=queries, p=zipf(ENTITY_NAMES))
         for n, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
             query = " ".join(text.split()[:6])
@@ -136,6 +142,8 @@ async def measure(
                     await memory.searcher.search(owner, query, vector, depth=2, limit=10)
                 elif kind == "plain_entities_off" and unnamed is not None:
                     await unnamed.search(owner, query, vector, depth=2, limit=10)
+                elif kind == "plain_diversity_off" and plain_only is not None:
+                    await plain_only.search(owner, query, vector, depth=2, limit=10)
                 else:
                     await memory.recall(owner, query, scopes=None, limit=10, at=at)
                 timings[kind][0].append(time.perf_counter() - wall)

@@ -399,6 +399,7 @@ class GraphMemory(ConversationMemory):
             window_outside=cfg.window_outside,
             recency=recency,
             adjust=self._turn_factor,
+            diversity=cfg.diversity,
         )
 
     def _turn_factor(self, node: MemoryNode) -> float:

@@ -95,6 +95,20 @@ async def test_an_announced_event_is_picked_up_by_a_follow_up_without_shared_wor
     assert "interview" not in [r.node.id for r in plain]
 
 
+async def test_a_date_in_a_question_the_person_asked_opens_no_thread(
+    memory: GraphMemory,
+) -> None:
+    await memory.store(node("exam", "amanhã cedo faço a prova do Detran, torce aí", T0))
+    end = await chatter(memory, T0 + timedelta(hours=5), timedelta(hours=5))
+    # Asked the day before the news, in the session before it: newer and as "due" as the
+    # exam if its "amanhã" were read as an announcement.
+    asked = node("asked", "amanhã a padaria abre no feriado? não lembro mais", end)
+    await memory.store(asked)
+    news = node("news", "e aí, adivinha? passei!!", end + timedelta(days=1))
+    found = await ranked(memory, news, limit=3)
+    assert found[0] == "exam"
+
+
 async def test_a_time_named_in_a_question_picks_among_similar_messages(
     memory: GraphMemory,
 ) -> None:
