@@ -777,6 +777,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--pt-epochs", type=int, default=defaults.pt_epochs)
     parser.add_argument(
+        "--cap",
+        type=float,
+        default=defaults.max_neutral_as_aggressive_pt,
+        help="out-of-fold share of Portuguese neutral rows the adjustments may read as agressivo",
+    )
+    parser.add_argument(
         "--goemotions-cap",
         type=int,
         default=None,
@@ -814,6 +820,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         encoder_heads=args.encoder_heads,
         pt_hidden=args.pt_hidden,
         pt_epochs=args.pt_epochs,
+        max_neutral_as_aggressive_pt=args.cap,
     )
     if args.goemotions_cap is not None:
         cap = args.goemotions_cap
