@@ -88,7 +88,7 @@ class Data:
     """Training rows and dev files with their vectors and n-gram rows."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        caps = HyperParams().goemotions_caps
+        caps = {} if args.goemotions_all else HyperParams().goemotions_caps
         written = [WRITTEN_EXAMPLES, WRITTEN_MORE] if args.more_written else [WRITTEN_EXAMPLES]
         self.examples = load_training_examples(args.data_dir, written, caps, 0, args.mixed_pt)
         if args.portuguese_only:
@@ -167,7 +167,7 @@ def component_logits(
 ) -> dict[str, np.ndarray]:
     """Out-of-fold logits over the training rows, and dev logits of the component fitted
     on every row; cached on disk."""
-    tag = f"{name}-p{int(args.portuguese_only)}-s{seed}-m{args.mixed_pt}-w{int(args.more_written)}-h{args.hidden}-e{args.mlp_epochs}-l{args.pt_l2}"
+    tag = f"{name}-p{int(args.portuguese_only)}-g{int(args.goemotions_all)}-s{seed}-m{args.mixed_pt}-w{int(args.more_written)}-h{args.hidden}-e{args.mlp_epochs}-l{args.pt_l2}"
     path = args.work_dir / f"{tag}.npz"
     if path.exists():
         with np.load(path) as stored:
@@ -353,6 +353,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--more-written", action="store_true", help="add examples_pt_more.tsv")
     parser.add_argument(
         "--mixed-pt", default=None, help="a rule of training.emotion.data.MIXED_RULES"
+    )
+    parser.add_argument(
+        "--goemotions-all",
+        action="store_true",
+        help="every mapped GoEmotions train row (default: the recipe's caps on neutral and joy-like)",
     )
     parser.add_argument("--hidden", type=int, default=128, help="MLP components' hidden width")
     parser.add_argument("--mlp-epochs", type=int, default=20)
