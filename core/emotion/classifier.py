@@ -31,6 +31,8 @@ from core.emotion.ngrams import ngram_rows, sparse_logits
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_WEIGHTS = WEIGHTS_DIR / "classifier.npz"
+# Arrays of the Portuguese head (``Head.pt_head``) in a weights file carry this prefix.
+PT_PREFIX = "pt_head."
 
 
 @dataclass
@@ -39,7 +41,11 @@ class Head:
     logits of a linear model over hashed n-grams of the text times ``ngram_scale``
     (:mod:`core.emotion.ngrams`), plus per-class log-prior adjustments (chosen on
     out-of-fold training predictions, see ``train.py``): ``log_adjust`` for
-    English/unknown text, ``log_adjust_pt`` for Portuguese; then softmax."""
+    English/unknown text, ``log_adjust_pt`` for Portuguese; then softmax.
+
+    ``pt_head`` (optional): a head of the same input fitted on Portuguese rows only; for
+    text guessed Portuguese the raw logits are ``(1 - pt_weight) * own + pt_weight *
+    pt_head``'s (its n-grams included), before the Portuguese adjustment."""
 
     labels: tuple[str, ...]
     mean: np.ndarray
@@ -56,6 +62,8 @@ class Head:
     ngram_w: np.ndarray | None = None  # (ngram buckets, classes)
     ngram_b: np.ndarray | None = None
     ngram_scale: float = 1.0
+    pt_head: Head | None = None
+    pt_weight: float = 0.0
 
     @property
     def dim(self) -> int:
@@ -78,12 +86,26 @@ class Head:
             return np.zeros((len(texts), len(self.labels)), dtype=np.float32)
         return sparse_logits(ngram_rows(texts, self.ngram_w.shape[0]), self.ngram_w, self.ngram_b)
 
-    def raw_logits(self, vectors: np.ndarray, texts: Sequence[str] | None = None) -> np.ndarray:
+    def raw_logits(
+        self,
+        vectors: np.ndarray,
+        texts: Sequence[str] | None = None,
+        languages: Sequence[str] | None = None,
+    ) -> np.ndarray:
+        """Embedding + scaled n-gram logits; rows whose ``languages`` entry is "pt"
+        blended with the Portuguese head's (when there is one)."""
         out = self.embedding_logits(vectors)
         if self.ngram_w is not None:
             if texts is None:
                 raise EmotionError("this classifier head reads n-grams: pass the texts too")
             out = out + self.ngram_scale * self.ngram_logits(texts)
+        if self.pt_head is not None and self.pt_weight and languages is not None:
+            pt = np.flatnonzero([lang == "pt" for lang in languages])
+            if len(pt):
+                own = out[pt]
+                rows = [texts[int(i)] for i in pt] if texts is not None else None
+                theirs = self.pt_head.raw_logits(vectors[pt], rows)
+                out[pt] = (1.0 - self.pt_weight) * own + self.pt_weight * theirs
         return out
 
     def logits(
@@ -92,8 +114,9 @@ class Head:
         languages: Sequence[str] | None = None,
         texts: Sequence[str] | None = None,
     ) -> np.ndarray:
-        """Adjusted logits; ``languages`` ("pt"/"en" per row) selects the adjustment."""
-        out = self.raw_logits(vectors, texts)
+        """Adjusted logits; ``languages`` ("pt"/"en" per row) selects the Portuguese head
+        (if any) and the adjustment."""
+        out = self.raw_logits(vectors, texts, languages)
         if self.log_adjust is not None:
             out = out + self.log_adjust
         if self.log_adjust_pt is not None and languages is not None:
@@ -111,6 +134,16 @@ class Head:
         return softmax(self.logits(vectors, languages, texts))
 
     def save(self, path: Path) -> None:
+        arrays = self._arrays()
+        if self.pt_head is not None:
+            if self.pt_head.pt_head is not None:
+                raise ValueError("a Portuguese head cannot carry one of its own")
+            arrays.update({f"{PT_PREFIX}{k}": v for k, v in self.pt_head._arrays().items()})
+            arrays["pt_weight"] = np.array(self.pt_weight, dtype=np.float32)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path, **arrays)
+
+    def _arrays(self) -> dict[str, Any]:
         arrays: dict[str, Any] = {
             "labels": np.array(self.labels),
             "mean": self.mean.astype(np.float32),
@@ -131,31 +164,42 @@ class Head:
             arrays["log_adjust"] = self.log_adjust.astype(np.float32)
         if self.log_adjust_pt is not None:
             arrays["log_adjust_pt"] = self.log_adjust_pt.astype(np.float32)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, **arrays)
+        return arrays
 
     @classmethod
     def load(cls, path: Path) -> Head:
         with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+        head = cls._from_arrays(arrays, "")
+        if f"{PT_PREFIX}mean" in arrays:
+            head.pt_head = cls._from_arrays(arrays, PT_PREFIX)
+            head.pt_weight = float(arrays["pt_weight"])
+        return head
 
-            def get(key: str) -> np.ndarray | None:
-                return data[key].astype(np.float32) if key in data.files else None
+    @classmethod
+    def _from_arrays(cls, data: dict[str, np.ndarray], prefix: str) -> Head:
+        def get(key: str) -> np.ndarray | None:
+            key = prefix + key
+            return data[key].astype(np.float32) if key in data else None
 
-            return cls(
-                labels=tuple(str(x) for x in data["labels"]),
-                mean=data["mean"].astype(np.float32),
-                scale=data["scale"].astype(np.float32),
-                w_out=data["w_out"].astype(np.float32),
-                b_out=data["b_out"].astype(np.float32),
-                w_hidden=get("w_hidden"),
-                b_hidden=get("b_hidden"),
-                log_adjust=get("log_adjust"),
-                log_adjust_pt=get("log_adjust_pt"),
-                hash_dim=int(data["hash_dim"]) if "hash_dim" in data.files else 0,
-                ngram_w=get("ngram_w"),
-                ngram_b=get("ngram_b"),
-                ngram_scale=float(data["ngram_scale"]) if "ngram_scale" in data.files else 1.0,
-            )
+        def need(key: str) -> np.ndarray:
+            return data[prefix + key]
+
+        return cls(
+            labels=tuple(str(x) for x in need("labels")),
+            mean=need("mean").astype(np.float32),
+            scale=need("scale").astype(np.float32),
+            w_out=need("w_out").astype(np.float32),
+            b_out=need("b_out").astype(np.float32),
+            w_hidden=get("w_hidden"),
+            b_hidden=get("b_hidden"),
+            log_adjust=get("log_adjust"),
+            log_adjust_pt=get("log_adjust_pt"),
+            hash_dim=int(need("hash_dim")) if prefix + "hash_dim" in data else 0,
+            ngram_w=get("ngram_w"),
+            ngram_b=get("ngram_b"),
+            ngram_scale=float(need("ngram_scale")) if prefix + "ngram_scale" in data else 1.0,
+        )
 
 
 def features(vectors: np.ndarray, texts: Sequence[str], hash_dim: int) -> np.ndarray:
@@ -264,9 +308,11 @@ class ClassifierDetector(EmotionDetector):
             raise EmotionError(f"emotion classifier recipe {weights.name}: temperature must be > 0")
 
     def raw_logits(self, texts: Sequence[str]) -> np.ndarray:
-        """Embedding + scaled n-gram logits, before the prior adjustments."""
+        """Embedding + scaled n-gram logits (the Portuguese head's blended in for text
+        guessed Portuguese), before the prior adjustments."""
         vectors = self._embedder.embed_queries(list(texts))
-        return self._head.raw_logits(self._head.features(vectors, texts), texts)
+        languages = [guess_language(t) for t in texts]
+        return self._head.raw_logits(self._head.features(vectors, texts), texts, languages)
 
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities, columns in :attr:`labels` order."""

@@ -28,3 +28,26 @@ def test_every_row_is_scored_by_heads_that_never_saw_it() -> None:
     same_fold = fold == fold[0]
     same_fold[0] = False
     assert np.allclose(emb2[same_fold], emb[same_fold])
+
+
+def test_the_portuguese_head_learns_from_portuguese_rows_only() -> None:
+    """Where the languages disagree, the Portuguese head's held-out logits follow the
+    Portuguese rows; the shared head's are torn between the two."""
+    from core.emotion.ngrams import ngram_rows
+    from training.emotion.train import portuguese_out_of_fold
+
+    rng = np.random.default_rng(1)
+    n, dim = 240, 8
+    labels = np.arange(n) % 2  # agressivo / feliz
+    portuguese = np.arange(n) % 4 < 2
+    direction = np.where(portuguese, 1.0, -1.0)  # the same cue means the opposite
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    vectors[:, 0] = (np.where(labels == 0, 2.0, -2.0) * direction).astype(np.float32)
+    sources = ["brighter_ptbr" if p else "goemotions" for p in portuguese]
+    fold = rng.integers(0, 4, n)
+    rows = ngram_rows(["x"] * n, 64)
+    params = HyperParams(epochs=20)
+    pt_logits, _ = portuguese_out_of_fold(vectors, rows, labels, sources, fold, portuguese, params)
+    pt_right = (pt_logits[portuguese].argmax(axis=1) == labels[portuguese]).mean()
+    en_right = (pt_logits[~portuguese].argmax(axis=1) == labels[~portuguese]).mean()
+    assert pt_right > 0.95 and en_right < 0.05

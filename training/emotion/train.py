@@ -38,6 +38,7 @@ from core.embeddings import Embedder, build_embedder
 from core.emotion.classifier import DEFAULT_WEIGHTS, Head, features, recipe_path, softmax
 from core.emotion.detector import LABELS
 from core.emotion.encoders import COMBINED, combined_name, encoder_spec
+from core.emotion.language import guess_language
 from core.emotion.ngrams import SparseRows, fit_sparse_head, ngram_rows, sparse_logits
 from training.emotion.calibration import ece_of_logits, fit_temperature
 from training.emotion.data import (
@@ -96,6 +97,14 @@ class HyperParams:
     # Cap on Portuguese neutral messages read as aggressive (out of fold, training rows).
     max_neutral_as_aggressive_pt: float = 0.05
     seed: int = 13
+    # A Portuguese head beside the shared one, fitted on the Portuguese rows only over the
+    # same input, blended in for text guessed Portuguese (Head.pt_head): 0 = none, -1 =
+    # logistic, N > 0 = an MLP with N hidden units. Its weight and n-gram scale are chosen
+    # out of fold among pt_weights and pt_ngram_scales.
+    pt_hidden: int = 0
+    pt_epochs: int = 20
+    pt_weights: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+    pt_ngram_scales: tuple[float, ...] = (0.0, 1.0, 2.0)
 
 
 def source_key(example: Example) -> str:
@@ -504,7 +513,7 @@ def train(
 
     zero = np.zeros(len(LABELS), dtype=np.float32)
     scales = params.ngram_scales if rows is not None else (0.0,)
-    by_scale: dict[str, object] = {}
+    by_scale: dict[str, dict[str, float]] = {}
     best: tuple[float, float, np.ndarray, np.ndarray] | None = None
     for scale in scales:
         oof = oof_emb + scale * oof_ngram
@@ -516,9 +525,40 @@ def train(
             best = (objective(trial), scale, adjust_en, adjust_pt)
     assert best is not None
     _, scale, adjust_en, adjust_pt = best
-    calibration = calibrate(
-        oof_emb + scale * oof_ngram, labels, (en_mask, pt_mask), (adjust_en, adjust_pt)
+    oof = oof_emb + scale * oof_ngram
+    after_adjust = by_scale[str(scale)]
+    # The Portuguese head (params.pt_hidden): fitted on the Portuguese rows of the other
+    # folds, blended in for rows guessed Portuguese; kept only if it helps Portuguese out
+    # of fold (the English rows guessed Portuguese are few, but they are scored too).
+    pt_train = np.array([is_portuguese(s) for s in sources])
+    pt_params = replace(
+        params,
+        hidden=max(params.pt_hidden, 0),
+        epochs=params.pt_epochs if params.pt_hidden > 0 else params.epochs,
     )
+    pt_choice: tuple[float, float] = (0.0, 0.0)
+    pt_search: dict[str, object] = {}
+    if params.pt_hidden and rows is not None:
+        guessed = np.array([guess_language(t) == "pt" for t in texts])
+        oof_pt, oof_pt_ngram = portuguese_out_of_fold(
+            vectors, rows, labels, sources, fold, pt_train, pt_params
+        )
+        best_pt = portuguese_objective(after_adjust, cap)
+        for t in params.pt_ngram_scales:
+            for a in params.pt_weights:
+                trial_oof = np.where(
+                    guessed[:, None], (1 - a) * oof + a * (oof_pt + t * oof_pt_ngram), oof
+                )
+                trial_adjust = adjust_by_language(
+                    trial_oof, labels, row_weights, (en_mask, pt_mask), cap
+                )
+                trial = evaluate(trial_oof, *trial_adjust)
+                pt_search[f"weight {a} ngram {t}"] = trial
+                if portuguese_objective(trial, cap) > best_pt + 1e-9:
+                    best_pt = portuguese_objective(trial, cap)
+                    pt_choice = (a, t)
+                    oof, (adjust_en, adjust_pt), after_adjust = trial_oof, trial_adjust, trial
+    calibration = calibrate(oof, labels, (en_mask, pt_mask), (adjust_en, adjust_pt))
 
     # Final fit on every training row, keeping the scale and adjustments chosen out of fold.
     weights = sample_weights(labels, sources, params)
@@ -536,6 +576,16 @@ def train(
         final.ngram_scale = scale
     final.log_adjust = adjust_en
     final.log_adjust_pt = adjust_pt
+    if pt_choice[0] and rows is not None:
+        pt_rows = np.flatnonzero(pt_train)
+        pt_weights = sample_weights(labels[pt_rows], [sources[i] for i in pt_rows], params)
+        pt_head = fit_head(vectors[pt_rows], labels[pt_rows], pt_weights, pt_params)
+        if pt_choice[1]:
+            pt_head.ngram_w, pt_head.ngram_b = fit_ngrams(
+                rows.take(pt_rows), labels[pt_rows], pt_weights, params
+            )
+            pt_head.ngram_scale = pt_choice[1]
+        final.pt_head, final.pt_weight = pt_head, pt_choice[0]
     figures: dict[str, object] = {
         "rows": len(examples),
         "rows_by_source": dict(Counter(sources)),
@@ -544,7 +594,13 @@ def train(
         "out_of_fold_before_adjust": evaluate(oof_emb + scale * oof_ngram, zero, zero),
         "out_of_fold_by_ngram_scale": by_scale,
         "ngram_scale": scale,
-        "out_of_fold_after_adjust": by_scale[str(scale)],
+        "out_of_fold_after_adjust": after_adjust,
+        "portuguese_head": {
+            "hidden": params.pt_hidden,
+            "weight": pt_choice[0],
+            "ngram_scale": pt_choice[1],
+            "out_of_fold_by_choice": pt_search,
+        },
         "log_adjust_en": {
             lab: round(float(a), 3) for lab, a in zip(LABELS, adjust_en, strict=True)
         },
@@ -555,6 +611,38 @@ def train(
         "seconds": round(time.time() - started, 1),
     }
     return final, figures
+
+
+def portuguese_objective(figures: dict[str, float], cap: float, penalty: float = 3.0) -> float:
+    """Portuguese macro-F1 less the penalty for neutral read as agressivo beyond ``cap``."""
+    return figures["pt"] - penalty * max(0.0, figures["pt_neutral_as_agressivo"] - cap)
+
+
+def portuguese_out_of_fold(
+    vectors: np.ndarray,
+    rows: SparseRows,
+    labels: np.ndarray,
+    sources: Sequence[str],
+    fold: np.ndarray,
+    portuguese: np.ndarray,
+    params: HyperParams,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Logits of every row from a head (and an n-gram head) fitted on the Portuguese rows
+    (``portuguese``) of the other folds."""
+    oof = np.zeros((len(labels), len(LABELS)), dtype=np.float32)
+    oof_ngram = np.zeros_like(oof)
+    for k in range(int(fold.max()) + 1):
+        train_rows = np.flatnonzero((fold != k) & portuguese)
+        held_out = np.flatnonzero(fold == k)
+        weights = sample_weights(
+            labels[train_rows], [sources[i] for i in train_rows.tolist()], params
+        )
+        head = fit_head(vectors[train_rows], labels[train_rows], weights, params)
+        oof[held_out] = head.embedding_logits(vectors[held_out])
+        w, b = fit_ngrams(rows.take(train_rows), labels[train_rows], weights, params)
+        oof_ngram[held_out] = sparse_logits(rows.take(held_out), w, b)
+        log.info("Portuguese fold %d done", k + 1)
+    return oof, oof_ngram
 
 
 def merge_heads(heads: Sequence[Head]) -> Head:
@@ -682,6 +770,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pt-weight", type=float, default=defaults.source_weights["brighter_ptbr"])
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument(
+        "--pt-hidden",
+        type=int,
+        default=defaults.pt_hidden,
+        help="a Portuguese head beside the shared one: 0 = none, -1 = logistic, N = MLP of N units",
+    )
+    parser.add_argument("--pt-epochs", type=int, default=defaults.pt_epochs)
+    parser.add_argument(
+        "--cap",
+        type=float,
+        default=defaults.max_neutral_as_aggressive_pt,
+        help="out-of-fold share of Portuguese neutral rows the adjustments may read as agressivo",
+    )
+    parser.add_argument(
         "--goemotions-cap",
         type=int,
         default=None,
@@ -717,6 +818,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ngram_l2=args.ngram_l2,
         seed=args.seed,
         encoder_heads=args.encoder_heads,
+        pt_hidden=args.pt_hidden,
+        pt_epochs=args.pt_epochs,
+        max_neutral_as_aggressive_pt=args.cap,
     )
     if args.goemotions_cap is not None:
         cap = args.goemotions_cap
@@ -781,7 +885,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if len(job_encoders) > 1 and params.encoder_heads == "avg"
                 else ""
             )
-            + (f" + hashed-ngram-logistic-{params.ngram_dim}" if params.ngram_dim else ""),
+            + (f" + hashed-ngram-logistic-{params.ngram_dim}" if params.ngram_dim else "")
+            + (
+                " + a Portuguese head ("
+                + ("logistic" if head.pt_head.w_hidden is None else f"mlp-relu-{params.pt_hidden}")
+                + f", weight {head.pt_weight} for text guessed Portuguese)"
+                if head.pt_head is not None
+                else ""
+            ),
             "hyper_parameters": asdict(params),
             "training_data": files,
             "label_mapping": "shared/data/README.md: a row is kept only when all its labels map to one state",

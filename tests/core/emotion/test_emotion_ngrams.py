@@ -78,3 +78,36 @@ def test_head_with_ngrams_round_trips_and_needs_the_texts(tmp_path: Path) -> Non
     # The n-gram part moves the logits by exactly scale * its own logits.
     diff = loaded.raw_logits(vectors, texts) - loaded.embedding_logits(vectors)
     assert np.allclose(diff, 2.0 * loaded.ngram_logits(texts), atol=1e-5)
+
+
+def test_portuguese_head_blends_only_portuguese_rows_and_round_trips(tmp_path: Path) -> None:
+    """A Portuguese head beside the shared one: rows read as Portuguese get
+    ``(1 - w) * shared + w * portuguese`` raw logits, the others the shared ones alone."""
+    rng = np.random.default_rng(1)
+    head = _head_with_ngrams(rng)
+    head.pt_head = _head_with_ngrams(rng)
+    head.pt_head.log_adjust = head.pt_head.log_adjust_pt = None
+    head.pt_weight = 0.75
+    vectors = rng.standard_normal((3, 8)).astype(np.float32)
+    texts = ["que raiva", "thank you", "obrigado"]
+    languages = ["pt", "en", "pt"]
+    shared = head.raw_logits(vectors, texts)  # no languages: the shared head alone
+    portuguese = head.pt_head.raw_logits(vectors, texts)
+    blended = head.raw_logits(vectors, texts, languages)
+    np.testing.assert_allclose(blended[1], shared[1], atol=1e-6)
+    np.testing.assert_allclose(
+        blended[[0, 2]], 0.25 * shared[[0, 2]] + 0.75 * portuguese[[0, 2]], atol=1e-5
+    )
+    assert not np.allclose(blended[0], shared[0])
+    path = tmp_path / "w.npz"
+    head.save(path)
+    loaded = Head.load(path)
+    assert loaded.pt_head is not None and loaded.pt_weight == 0.75
+    assert loaded.pt_head.ngram_scale == 2.0 and loaded.pt_head.log_adjust is None
+    np.testing.assert_allclose(
+        loaded.proba(vectors, languages, texts), head.proba(vectors, languages, texts), atol=2e-3
+    )
+    # Weights without a Portuguese head load as before.
+    plain = _head_with_ngrams(rng)
+    plain.save(path)
+    assert Head.load(path).pt_head is None
