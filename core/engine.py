@@ -124,8 +124,14 @@ class Engine(Startable):
             # A database of another embedding model fails here, in one clear error,
             # rather than at every message.
             await self.services.memory.check()
-            await self.services.llm.start()
-            await self._warm_up()
+            # The models load while the LLM does (its load is mostly native code, theirs
+            # partly Python): on 2 cores the start is about the longer of the two.
+            warming = asyncio.get_running_loop().create_task(self._warm_up(), name="warm-up")
+            try:
+                await self.services.llm.start()
+            finally:
+                # A failed LLM start still waits for the loads: none outlives the engine.
+                await asyncio.wait([warming])
         except BaseException:
             # Whatever failed, nothing opened may outlive the failure: aiosqlite's thread
             # (and a model's worker thread) would keep the process alive after the error.
@@ -150,10 +156,13 @@ class Engine(Startable):
         """Load the models a first message would otherwise wait for, before any comes (a
         person typing their first line no longer waits for them). Not a reason to refuse
         to start: the first message then loads them, or says what is wrong."""
+        loads = [self.services.memory.warm_up()]
+        if self.services.emotion is not None:
+            loads.append(self.services.emotion.warm_up())
         try:
-            await self.services.memory.warm_up()
-            if self.services.emotion is not None:
-                await self.services.emotion.warm_up()
+            for result in await asyncio.gather(*loads, return_exceptions=True):
+                if isinstance(result, Exception):
+                    raise result
         except Exception as exc:
             log.warning(
                 "could not load the models at start (%s: %s); the first message will try",

