@@ -98,6 +98,16 @@ def _tag_postings_sql(tags: int) -> str:
     return f"SELECT json_group_array(json_array(node_id, ntags)) FROM ({' UNION ALL '.join(each)})"
 
 
+# The full-text window's nodes, looked up by rowid. CROSS JOIN makes SQLite walk the
+# rowids first: left to itself it may read the owner's index instead, every row of the
+# person's history (a search at 100k nodes took 3x longer that way).
+WINDOW_ROWS_SQL = (
+    "SELECT json_group_array(json_array(n.rowid, n.id, n.ts, n.scope, n.ts <= ?))"
+    " FROM json_each(?) AS w CROSS JOIN nodes AS n ON n.rowid = w.value"
+    " WHERE n.owner = ?"
+)
+
+
 @functools.lru_cache(maxsize=MAX_QUERY_WORDS)
 def _words_hits_sql(words: int) -> str:
     """One statement for ``words`` query words (parameters ``?2``...): (word's index,
@@ -444,11 +454,7 @@ class SQLiteGraphStore(GraphStore):
             # JSON prints a time with 15 digits, not exactly: whether it is in time is
             # decided here, in SQLite, on the stored value.
             window = json.loads(
-                raw.execute(
-                    "SELECT json_group_array(json_array(rowid, id, ts, scope, ts <= ?))"
-                    " FROM nodes WHERE rowid IN (SELECT value FROM json_each(?)) AND owner = ?",
-                    (until, json.dumps(rowids), owner),
-                ).fetchone()[0]
+                raw.execute(WINDOW_ROWS_SQL, (until, json.dumps(rowids), owner)).fetchone()[0]
             )
             if len(rowids) < FTS_WINDOW:
                 return 0.0, window, per_term  # every match was read: nothing to scale

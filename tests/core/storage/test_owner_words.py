@@ -131,3 +131,24 @@ async def test_a_database_from_schema_11_is_indexed_again_on_open(tmp_path: Path
             "SELECT name FROM sqlite_master WHERE name LIKE 'nodes_fts%'"
         )
         assert tables == []
+
+
+async def test_the_window_is_read_by_rowid_not_by_walking_the_owners_history(
+    storage: SQLiteStorage,
+) -> None:
+    """The full-text window's nodes are looked up by rowid: reading the owner's index
+    instead visits every node of their history (what made a search at 100k nodes 3x
+    slower). The plan is SQLite's own, on the real schema, with the owner's index there."""
+    from core.storage.sqlite_graph import WINDOW_ROWS_SQL
+
+    for n in range(50):
+        await storage.graph.add_node(turn(f"n{n}", ANA, f"gato {n}"), vector=None, model="test")
+    assert [node for node, _ in await storage.graph.text_search(ANA, "gato", k=3)]
+    with sqlite3.connect(storage.path) as raw:
+        raw.execute("ANALYZE")
+        plan = [
+            str(row[3])
+            for row in raw.execute(f"EXPLAIN QUERY PLAN {WINDOW_ROWS_SQL}", (0, "[]", ANA))
+        ]
+    nodes_steps = [step for step in plan if "VIRTUAL TABLE" not in step]
+    assert nodes_steps == ["SEARCH n USING INTEGER PRIMARY KEY (rowid=?)"], plan
