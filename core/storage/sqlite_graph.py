@@ -99,8 +99,8 @@ def _tag_postings_sql(tags: int) -> str:
 
 
 # The full-text window's nodes, looked up by rowid. CROSS JOIN makes SQLite walk the
-# rowids first: left to itself it may read the owner's index instead, every row of the
-# person's history (a search at 100k nodes took 3x longer that way).
+# rowids first: left to itself it may read the owner's index instead, visiting every
+# row of the person's history on each search.
 WINDOW_ROWS_SQL = (
     "SELECT json_group_array(json_array(n.rowid, n.id, n.ts, n.scope, n.ts <= ?))"
     " FROM json_each(?) AS w CROSS JOIN nodes AS n ON n.rowid = w.value"

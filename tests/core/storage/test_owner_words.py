@@ -137,8 +137,8 @@ async def test_the_window_is_read_by_rowid_not_by_walking_the_owners_history(
     storage: SQLiteStorage,
 ) -> None:
     """The full-text window's nodes are looked up by rowid: reading the owner's index
-    instead visits every node of their history (what made a search at 100k nodes 3x
-    slower). The plan is SQLite's own, on the real schema, with the owner's index there."""
+    instead visits every node of their history on each search. The plan is SQLite's
+    own, on the real schema, with the owner's index there."""
     from core.storage.sqlite_graph import WINDOW_ROWS_SQL
 
     for n in range(50):
