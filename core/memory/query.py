@@ -86,6 +86,10 @@ class QueryConfig:
     # recall: off. Measured on the dev chats: 0.3 lost implicit follow-ups (0.87 -> 0.83
     # at 5) and cross-lingual probes; a follow-up has one referent.
     diversity: float = 0.0
+    # The second encoder's list (GraphMemory's ``second``, e.g. USE beside e5) in
+    # conversational recall: its rank-fusion weight beside the first vectors' 1 (see
+    # core.memory.search.SearchConfig.second_weight). 0: not searched.
+    second_weight: float = 1.0
 
 
 @dataclass(slots=True)
