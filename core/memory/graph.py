@@ -448,6 +448,12 @@ class GraphMemory(ConversationMemory):
             and not n.content.rstrip().endswith("?")  # a question of theirs opened nothing
         ]
         context = np.mean(turns, axis=0) if turns else None
+        second = await self._second_query(query, cfg.second_weight)
+        pool_second = (
+            await self.graph.second_vectors(owner, second[0], [n.id for n in pool])
+            if second is not None and cfg.second_anchor
+            else {}
+        )
         priors = thread_priors(
             plan,
             vector,
@@ -459,6 +465,7 @@ class GraphMemory(ConversationMemory):
                 t.name for t in self.tagger.topics if t.name in set(self.tagger.tags(query, vector))
             ],
             config=cfg,
+            second=(second[1], pool_second) if second is not None and pool_second else None,
         )
         # The weight as the anchor left it (thread_priors reads how the message landed).
         search_vector = _blend(vector, context, plan.weight)
@@ -482,7 +489,7 @@ class GraphMemory(ConversationMemory):
             recency=recency,
             adjust=self._turn_factor,
             diversity=cfg.diversity,
-            second=await self._second_query(query, cfg.second_weight),
+            second=second,
         )
 
     def _turn_factor(self, node: MemoryNode) -> float:
