@@ -88,8 +88,9 @@ class QueryConfig:
     diversity: float = 0.0
     # The second encoder's list (GraphMemory's ``second``, e.g. USE beside e5) in
     # conversational recall: its rank-fusion weight beside the first vectors' 1 (see
-    # core.memory.search.SearchConfig.second_weight). 0: not searched.
-    second_weight: float = 1.0
+    # core.memory.search.SearchConfig.second_weight). 0: not searched. Chosen
+    # leave-one-person-out on the dev chats (docs/recall.md).
+    second_weight: float = 1.5
     # The message's anchor (see thread_priors) read from the second encoder too, the
     # stronger standing kept: a paraphrase one model reads and the other does not is
     # still a message that lands on something.
