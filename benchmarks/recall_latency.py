@@ -180,7 +180,9 @@ async def measure(
             flat = dataclasses.replace(memory.searcher.config, diversity=0.0)
             plain_only = GraphSearcher(storage.graph, storage.nodes, flat, model=memory.model)
             timings["plain_diversity_off"] = ([], [])
+        second_vectors = SecondRandom().embed_passages(texts)
         if second is not None:
+            timings["plain_second"] = ([], [])
             timings["conversational_second"] = ([], [])
             await second.recall(owner, texts[0], scopes=None, limit=10, at=at)  # warm
         names = rng.choice(ENTITY_NAMES, size=queries, p=zipf(ENTITY_NAMES))
@@ -196,6 +198,15 @@ async def measure(
                     await unnamed.search(owner, query, vector, depth=2, limit=10)
                 elif kind == "plain_diversity_off" and plain_only is not None:
                     await plain_only.search(owner, query, vector, depth=2, limit=10)
+                elif kind == "plain_second":
+                    await memory.searcher.search(
+                        owner,
+                        query,
+                        vector,
+                        depth=2,
+                        limit=10,
+                        second=(SecondRandom.name, second_vectors[n], 1.0),
+                    )
                 elif kind == "conversational_second" and second is not None:
                     await second.recall(owner, query, scopes=None, limit=10, at=at)
                 else:
