@@ -441,25 +441,13 @@ class SQLiteGraphStore(GraphStore):
     async def second_vectors(
         self, owner: str, model: str, node_ids: Sequence[str]
     ) -> dict[str, np.ndarray]:
-        kept = self._second.get(owner, model)
-        out: dict[str, np.ndarray] = {}
-        missing = []
-        for node_id in dict.fromkeys(node_ids):
-            i = kept.index.get(node_id) if kept is not None else None
-            if kept is not None and i is not None:
-                out[node_id] = kept.matrix[i]
-            else:
-                missing.append(node_id)
-        for start in range(0, len(missing), 400):
-            chunk = missing[start : start + 400]
-            rows = await self.db.fetchall(
-                "SELECT node_id, vector FROM graph_second_embeddings WHERE owner = ?"
-                f" AND model = ? AND node_id IN ({', '.join('?' * len(chunk))})",
-                (owner, model, *chunk),
-            )
-            for r in rows:
-                out[r[0]] = np.frombuffer(r[1], dtype=np.float32)
-        return out
+        # From the owner's matrix, loaded (and kept) if need be: the search that follows
+        # reads it anyway, and it holds every one of the owner's (it is dropped on any
+        # change it does not see), so what it lacks, no node has.
+        vectors = await self._second_vectors(owner, model)
+        if vectors is None:
+            return {}
+        return {i: vectors.matrix[vectors.index[i]] for i in node_ids if i in vectors.index}
 
     def _evict(self) -> None:
         while self._cached_rows > self.max_cached_rows and len(self._cache) > 1:

@@ -141,7 +141,9 @@ class PgGraphStore(GraphStore):
         self._found: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
         # Second vectors of the people searched lately (core.storage.vector_cache): a
         # person is served by one process at a time, which writes them through here; a
-        # change from elsewhere (an import, forgetting) comes as an owner change.
+        # change from elsewhere (an import, forgetting) comes as an owner change. One
+        # written by another process that served the person meanwhile is missed until
+        # the matrix is dropped: that node is then found by the other lists only.
         self._second = SecondVectors(max_cached_rows)
 
     # -- model -------------------------------------------------------------------------
@@ -564,17 +566,13 @@ class PgGraphStore(GraphStore):
     async def second_vectors(
         self, owner: str, model: str, node_ids: Sequence[str]
     ) -> dict[str, np.ndarray]:
-        ids = list(dict.fromkeys(node_ids))
-        if not ids:
+        # From the owner's matrix, loaded (and kept) if need be: the search that follows
+        # reads it anyway, and it holds every one of the owner's (it is dropped on any
+        # change it does not see), so what it lacks, no node has.
+        vectors = await self._second_vectors(owner, model)
+        if vectors is None:
             return {}
-        rows = await self.db.fetch(
-            "SELECT node_id, vector FROM graph_second_embeddings"
-            " WHERE owner = $1 AND model = $2 AND node_id = ANY($3::text[])",
-            owner,
-            model,
-            ids,
-        )
-        return {r[0]: as_vector(r[1]) for r in rows}
+        return {i: vectors.matrix[vectors.index[i]] for i in node_ids if i in vectors.index}
 
     def _moved_without_node(self, owner: str, version: int) -> None:
         cached = self._cache.get(owner)
