@@ -102,6 +102,14 @@ TABLES = (
         "rowid",
         _vector_at(4),
     ),
+    # Second vectors (schema 16 / 81): another encoder's, keyed by node and model.
+    Table(
+        "graph_second_embeddings",
+        ("node_id", "owner", "model", "dim", "vector"),
+        ("node_id", "model"),
+        "node_id, model",
+        _vector_at(4),
+    ),
     Table(
         "graph_connections",
         ("owner", "from_id", "to_id", "relation_type", "strength", "explanation"),

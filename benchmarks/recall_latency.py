@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import hashlib
 import json
 import sys
 import tempfile
@@ -54,6 +55,47 @@ from core.memory.search import GraphSearcher, SearchConfig  # noqa: E402
 from core.storage import SQLiteStorage  # noqa: E402
 
 ENTITY_NAMES = 500
+SECOND_DIM = 512  # USE multilingual v3's
+
+
+class SecondRandom(RandomEmbedder):
+    """Random unit vectors of the second encoder's size, by text hash (as RandomEmbedder)."""
+
+    name = "random-second"
+    dim = SECOND_DIM
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.empty((len(texts), SECOND_DIM), dtype=np.float32)
+        for i, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            v = np.random.default_rng(seed).standard_normal(SECOND_DIM)
+            out[i] = (v / np.linalg.norm(v)).astype(np.float32)
+        return out
+
+
+async def add_second(storage: SQLiteStorage, owner: str) -> int:
+    """A second vector for every node of the owner (schema 16); 0 when the schema has
+    none (older code)."""
+    db = storage.db
+    found = await db.fetchone("SELECT 1 FROM sqlite_master WHERE name = 'graph_second_embeddings'")
+    if found is None:
+        return 0
+    rows = await db.fetchall("SELECT id FROM nodes WHERE owner = ?", (owner,))
+    rng = np.random.default_rng(23)
+    for start in range(0, len(rows), 20_000):
+        chunk = rows[start : start + 20_000]
+        v = rng.standard_normal((len(chunk), SECOND_DIM)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        async with db.transaction() as conn:
+            await conn.executemany(
+                "INSERT INTO graph_second_embeddings(node_id, owner, model, dim, vector)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [
+                    (r["id"], owner, SecondRandom.name, SECOND_DIM, v[i].tobytes())
+                    for i, r in enumerate(chunk)
+                ],
+            )
+    return len(rows)
 
 
 def zipf(n: int) -> np.ndarray:
@@ -106,6 +148,13 @@ async def measure(
         out["entity_postings"] = await add_entities(storage, "bench:0", entity_share)
         memory = GraphMemory(storage, RandomEmbedder(), config=GraphConfig(max_wait_ms=0.0))
         owner = "bench:0"
+        # With a second vector a node (USE's size), when the code has them: the
+        # conversational recall searching both, alternating with the one above.
+        out["second_vectors"] = await add_second(storage, owner)
+        second = None
+        if out["second_vectors"]:
+            second = GraphMemory(storage, RandomEmbedder(), config=GraphConfig(max_wait_ms=0.0))
+            second.use_second(SecondRandom())
         rng = np.random.default_rng(11)
         texts = TextSource(seed=5).texts(queries)
         vectors = unit_vectors(rng, queries)
@@ -131,6 +180,11 @@ async def measure(
             flat = dataclasses.replace(memory.searcher.config, diversity=0.0)
             plain_only = GraphSearcher(storage.graph, storage.nodes, flat, model=memory.model)
             timings["plain_diversity_off"] = ([], [])
+        second_vectors = SecondRandom().embed_passages(texts)
+        if second is not None:
+            timings["plain_second"] = ([], [])
+            timings["conversational_second"] = ([], [])
+            await second.recall(owner, texts[0], scopes=None, limit=10, at=at)  # warm
         names = rng.choice(ENTITY_NAMES, size=queries, p=zipf(ENTITY_NAMES))
         for n, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
             query = " ".join(text.split()[:6])
@@ -144,6 +198,17 @@ async def measure(
                     await unnamed.search(owner, query, vector, depth=2, limit=10)
                 elif kind == "plain_diversity_off" and plain_only is not None:
                     await plain_only.search(owner, query, vector, depth=2, limit=10)
+                elif kind == "plain_second":
+                    await memory.searcher.search(
+                        owner,
+                        query,
+                        vector,
+                        depth=2,
+                        limit=10,
+                        second=(SecondRandom.name, second_vectors[n], 1.0),
+                    )
+                elif kind == "conversational_second" and second is not None:
+                    await second.recall(owner, query, scopes=None, limit=10, at=at)
                 else:
                     await memory.recall(owner, query, scopes=None, limit=10, at=at)
                 timings[kind][0].append(time.perf_counter() - wall)

@@ -7,6 +7,7 @@ import logging
 from akira_bot.plugins import PluginAPI
 from akira_bot.settings import Settings
 from core.embeddings import Embedder, build_embedder
+from core.embeddings.usem3 import NAME as USE_NAME
 from core.emotion import (
     EmotionDetector,
     EmotionRules,
@@ -107,7 +108,18 @@ def setup(api: PluginAPI) -> None:
     services.extras["emotion_tracker"] = tracker  # older string-keyed access
     services.extras["emotion_detector"] = detector.name
     where = "throttle" if "throttle" in api.pipeline.names else None
-    api.add_stage(EmotionStage(tracker, deferred=judge is not None), after=where)
+    hand_over = None
+    if isinstance(services.memory, GraphMemory):
+        # The classifier reads USE beside e5 (its own batcher): the memory stores and
+        # searches that vector as its second one, handed over by the stage, never
+        # computed twice (docs/recall.md, "A second encoder").
+        for part in tracker.part_batchers:
+            if part.name == USE_NAME:
+                services.memory.use_second(part, handed=True)
+                hand_over = services.memory.store_second
+    api.add_stage(
+        EmotionStage(tracker, deferred=judge is not None, hand_over=hand_over), after=where
+    )
     if judge is not None:
         # Settles the judged reading just before the prompt: the LLM's answer is awaited
         # only after recall, which ran meanwhile.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -72,6 +72,11 @@ class GraphConfig:
     topic_margin: float | str | None = "auto"
     max_batch: int = 32
     max_wait_ms: float = 5.0
+    # The second encoder (``GraphMemory.use_second``) for the bot's replies too: a model
+    # pass a reply of its own (off the reply's path, batched), where a person's message
+    # has its vector from the emotion stage for nothing. Off: measured in
+    # docs/recall.md ("A second encoder, built").
+    second_replies: bool = False
 
 
 class GraphMemory(ConversationMemory):
@@ -102,6 +107,23 @@ class GraphMemory(ConversationMemory):
         self._checked = False
         # Nodes being stored off their person's path, by owner (see store_later).
         self._later: dict[str, asyncio.Task[None]] = {}
+        # A second encoder (see use_second): None, recall as with one.
+        self.second: EmbeddingBatcher | None = None
+        self.second_handed = False
+
+    def use_second(self, second: Embedder | EmbeddingBatcher, *, handed: bool = False) -> None:
+        """Store and search a second vector a node from ``second`` (another encoder, e.g.
+        USE beside e5: it reads short chat lines better, long English turns worse), fused
+        by rank with the first (core.memory.search). ``handed``: a person's messages get
+        theirs from :meth:`store_second` (the emotion stage, which computed it already),
+        not when stored; a batcher shared with that stage finds the vector among its
+        recent ones, so neither the store nor the recall's query costs a model pass.
+        Nodes stored without one (old data) are found by the other lists."""
+        if isinstance(second, EmbeddingBatcher):
+            self.second = second
+        else:
+            self.second = EmbeddingBatcher(second, self.config.max_batch, self.config.max_wait_ms)
+        self.second_handed = handed
 
     @property
     def model(self) -> str:
@@ -150,7 +172,45 @@ class GraphMemory(ConversationMemory):
         text = self._embedding_text(node, await self._context(node))
         vector = await self.batcher.embed(self.config.store_kind, text, wait_ms=wait_ms)
         vector = await self._with_context(node, vector)
-        return await self._store_embedded(node, vector)
+        stored = await self._store_embedded(node, vector)
+        if stored and self._second_on_store(node):
+            await self._write_second([node], wait_ms=wait_ms)
+        return stored
+
+    def _second_on_store(self, node: MemoryNode) -> bool:
+        if self.second is None or not node.content.strip():
+            return False
+        if node.type is NodeType.AKIRA_RESPONSE:
+            return self.config.second_replies
+        return not self.second_handed
+
+    async def _write_second(
+        self,
+        nodes: Sequence[MemoryNode],
+        *,
+        wait_ms: float | None = None,
+        announce: bool = False,
+    ) -> None:
+        """The second encoder's vectors of ``nodes`` (their text alone, as the emotion
+        stage reads it: the encoder is symmetric), stored."""
+        assert self.second is not None
+        if len(nodes) == 1:
+            vectors = [await self.second.embed_query(nodes[0].content, wait_ms=wait_ms)]
+        else:
+            vectors = list(await self.second.embed_queries([n.content for n in nodes]))
+        await self.graph.add_second_vectors(
+            self.second.name,
+            [(n.id, n.owner, v) for n, v in zip(nodes, vectors, strict=True)],
+            announce=announce,
+        )
+
+    async def store_second(self, node: MemoryNode) -> None:
+        """Store ``node``'s second vector off the person's path (the emotion stage hands
+        the message over once it has read it: the vector is among the batcher's recent
+        ones). The owner's next :meth:`store` waits for it, as for a reply."""
+        if self.second is None or not node.content.strip():
+            return
+        await self._later_task(node.owner, self._write_second([node]), "second vector")
 
     async def _with_context(self, node: MemoryNode, vector: np.ndarray) -> np.ndarray:
         weight = self.config.context_weight
@@ -172,16 +232,21 @@ class GraphMemory(ConversationMemory):
         ``later_wait_ms`` for other texts to share a batch with. The owner's next
         :meth:`store` waits for it; :meth:`settle` waits for all of them."""
         await self._ready()
-        owner = node.owner
+        await self._later_task(
+            node.owner, self._store(node, wait_ms=self.config.later_wait_ms), "a reply"
+        )
+
+    async def _later_task(self, owner: str, work: Awaitable[object], what: str) -> None:
+        """Run ``work`` in the background after the owner's earlier background work."""
         before = self._later.get(owner)
 
         async def run() -> None:
             if before is not None:
                 await asyncio.wait([before])
             try:
-                await self._store(node, wait_ms=self.config.later_wait_ms)
+                await work
             except Exception:
-                log.exception("storing a reply of %s failed", owner)
+                log.exception("storing %s of %s failed", what, owner)
 
         task = asyncio.get_running_loop().create_task(run(), name=f"store-later-{owner}")
         self._later[owner] = task
@@ -253,9 +318,16 @@ class GraphMemory(ConversationMemory):
                     context = await self._context(node)
                 texts.append(self._embedding_text(node, context))
             vectors = await self._embed_many(texts)
+            stored = []
             for node, vector in zip(chunk, vectors, strict=True):
                 vector = await self._with_context(node, vector)
                 results.append(await self._store_embedded(node, vector, announce=True))
+                if results[-1] and self.second is not None and node.content.strip():
+                    if node.type is not NodeType.AKIRA_RESPONSE or self.config.second_replies:
+                        stored.append(node)
+            if stored:
+                # An import's history has no emotion stage handing vectors over.
+                await self._write_second(stored, announce=True)
         return results
 
     async def _embed_many(self, texts: Sequence[str]) -> np.ndarray:
@@ -308,7 +380,17 @@ class GraphMemory(ConversationMemory):
             scopes=scopes,
             exclude_ids=exclude_ids,
             at=at,
+            second=await self._second_query(query, self.config.search.second_weight),
         )
+
+    async def _second_query(
+        self, query: str, weight: float
+    ) -> tuple[str, np.ndarray, float] | None:
+        """What the search needs of the second encoder for ``query``: None when there is
+        none or its weight is 0 (then it costs nothing)."""
+        if self.second is None or weight <= 0:
+            return None
+        return self.second.name, await self.second.embed_query(query), weight
 
     async def recall(
         self,
@@ -366,6 +448,12 @@ class GraphMemory(ConversationMemory):
             and not n.content.rstrip().endswith("?")  # a question of theirs opened nothing
         ]
         context = np.mean(turns, axis=0) if turns else None
+        second = await self._second_query(query, cfg.second_weight)
+        pool_second = (
+            await self.graph.second_vectors(owner, second[0], [n.id for n in pool])
+            if second is not None and cfg.second_anchor
+            else {}
+        )
         priors = thread_priors(
             plan,
             vector,
@@ -377,6 +465,7 @@ class GraphMemory(ConversationMemory):
                 t.name for t in self.tagger.topics if t.name in set(self.tagger.tags(query, vector))
             ],
             config=cfg,
+            second=(second[1], pool_second) if second is not None and pool_second else None,
         )
         # The weight as the anchor left it (thread_priors reads how the message landed).
         search_vector = _blend(vector, context, plan.weight)
@@ -400,6 +489,7 @@ class GraphMemory(ConversationMemory):
             recency=recency,
             adjust=self._turn_factor,
             diversity=cfg.diversity,
+            second=second,
         )
 
     def _turn_factor(self, node: MemoryNode) -> float:

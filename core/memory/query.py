@@ -86,6 +86,15 @@ class QueryConfig:
     # recall: off. Measured on the dev chats: 0.3 lost implicit follow-ups (0.87 -> 0.83
     # at 5) and cross-lingual probes; a follow-up has one referent.
     diversity: float = 0.0
+    # The second encoder's list (GraphMemory's ``second``, e.g. USE beside e5) in
+    # conversational recall: its rank-fusion weight beside the first vectors' 1 (see
+    # core.memory.search.SearchConfig.second_weight). 0: not searched. Chosen
+    # leave-one-person-out on the dev chats (docs/recall.md).
+    second_weight: float = 1.5
+    # The message's anchor (see thread_priors) read from the second encoder too, the
+    # stronger standing kept: a paraphrase one model reads and the other does not is
+    # still a message that lands on something.
+    second_anchor: bool = True
 
 
 @dataclass(slots=True)
@@ -148,6 +157,7 @@ def thread_priors(
     closed: Collection[str] = (),
     topics: Sequence[str] = (),
     config: QueryConfig | None = None,
+    second: tuple[np.ndarray, dict[str, np.ndarray]] | None = None,
 ) -> dict[str, float]:
     """Seed scores for the person's recent nodes as referents of a follow-up message.
 
@@ -155,7 +165,9 @@ def thread_priors(
     threads' closeness is read from it). ``pool``: the person's latest nodes before the
     message, oldest first; ``closed``:
     those a later message of the person already followed up. Also raises ``plan.weight``
-    when the message is weakly anchored in them."""
+    when the message is weakly anchored in them. ``second``: the message's vector of the
+    memory's second encoder and the pool's (those that have one): the message is as
+    anchored as the encoder that reads it better says."""
     cfg = config or QueryConfig()
     at = plan.at
     topic_set = set(topics)
@@ -195,7 +207,14 @@ def thread_priors(
     # left out: a message resembles the turns it answers, which anchors nothing.
     earlier = np.array([node_id not in in_current for node_id in ids])
     own = sims[earlier] if earlier.sum() >= 2 else sims
-    anchor = float((own.max() - np.median(own)) / (float(own.std()) or 1.0))
+    anchor = _standing(own)
+    if second is not None:
+        query2, pool2 = second
+        kept = [i for i, node_id in enumerate(ids) if node_id in pool2 and earlier[i]]
+        if len(kept) >= 8:
+            matrix2 = np.stack([pool2[ids[i]] for i in kept])
+            sims2 = np.einsum("ij,j->i", matrix2, np.asarray(query2, dtype=np.float32))
+            anchor = max(anchor, _standing(sims2))
     shift = cfg.anchor_slope * float(np.clip(cfg.anchor_mid - anchor, -1.0, 1.0))
     plan.weight = float(np.clip(plan.weight + shift, 0.0, 1.0))
     plan.reasons.append(f"anchor {anchor:.2f}")
@@ -228,6 +247,11 @@ def thread_priors(
             score *= 0.6
         priors[node.id] = cfg.prior_scale * weight * score
     return priors
+
+
+def _standing(sims: np.ndarray) -> float:
+    """How far the best of ``sims`` stands out from the rest, in standard deviations."""
+    return float((sims.max() - np.median(sims)) / (float(sims.std()) or 1.0))
 
 
 _CLAUSE_END = re.compile(r"[.!?\n]")

@@ -91,6 +91,12 @@ class SearchConfig:
     entity_path: float = 0.5
     entity_postings: int = 200
     entity_rare: int = 12
+    # A second encoder's vectors (GraphMemory's ``second``: USE beside e5 reads short
+    # chat lines differently): its top ``seed_k`` by cosine are one more rank list, of
+    # this weight, in the fusion (nodes without a second vector are found by the other
+    # lists only). For searches outside a conversation (the CLI, HTTP, LoCoMo); the
+    # conversational recall passes its own (QueryConfig.second_weight). 0: not searched.
+    second_weight: float = 0.0
 
 
 @dataclass(slots=True)
@@ -260,6 +266,7 @@ class GraphSearcher:
         recency: tuple[float, float] | None = None,
         adjust: Callable[[MemoryNode], float] | None = None,
         diversity: float | None = None,
+        second: tuple[str, np.ndarray, float] | None = None,
     ) -> list[RecalledNode]:
         """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
         e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
@@ -270,7 +277,8 @@ class GraphSearcher:
         ``seed_scale`` scales the query's own seeds (a message that says little finds
         little by itself; its priors should count more). ``adjust``: a factor per
         candidate node (e.g. what kind of turn it is), applied with the time priors.
-        ``diversity``: the MMR weight for this search (None: the configured one)."""
+        ``diversity``: the MMR weight for this search (None: the configured one).
+        ``second``: (model, the query's vector of that second encoder, its list's weight)."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -284,8 +292,14 @@ class GraphSearcher:
             )
         )
         vector_hits: list[tuple[str, float]] = []
+        second_hits: list[tuple[str, float]] = []
+        second_weight = second[2] if second is not None else 0.0
         try:
             await asyncio.sleep(0)  # let it hand its query to the database thread first
+            if second is not None and second_weight > 0:
+                second_hits = await self.graph.second_search(
+                    owner, second[0], second[1], k=cfg.seed_k, scopes=scopes, at=at
+                )
             if query_vector is not None:
                 centring = cfg.centre_weight > 0
                 vector_hits = await self.graph.vector_search(
@@ -303,13 +317,20 @@ class GraphSearcher:
             raise
         text_hits = await text_search
         hits: dict[str, _Hit] = {}
-        best = cfg.vector_weight * (query_vector is not None) + cfg.text_weight
+        best = (
+            cfg.vector_weight * (query_vector is not None)
+            + cfg.text_weight
+            + second_weight * bool(second_hits)
+        )
         norm = (cfg.rrf_k + 1) / max(best, 1e-9)
         span = max(self.full_similarity - self.min_similarity, 1e-6)
         for rank, (node_id, sim) in enumerate(vector_hits, start=1):
             confidence = min(1.0, (sim - self.min_similarity) / span)
             hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
             hit.score += cfg.vector_weight / (cfg.rrf_k + rank) * norm * confidence
+        for rank, (node_id, _sim) in enumerate(second_hits, start=1):
+            hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
+            hit.score += second_weight / (cfg.rrf_k + rank) * norm
         for rank, (node_id, _relevance) in enumerate(text_hits, start=1):
             hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
             hit.score += cfg.text_weight / (cfg.rrf_k + rank) * norm

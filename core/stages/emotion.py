@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 
 import numpy as np
@@ -31,6 +31,7 @@ from core.emotion.feelings import trajectory_days, trajectory_line
 from core.emotion.llm_judge import LLMDetector, LLMJudge, combine
 from core.pipeline import CallNext, PromptSection, TurnContext
 from core.storage.api import Storage
+from core.storage.records import MemoryNode
 
 log = logging.getLogger(__name__)
 
@@ -188,9 +189,19 @@ class EmotionStage:
 
     name = "emotion"
 
-    def __init__(self, tracker: EmotionTracker, *, deferred: bool = False) -> None:
+    def __init__(
+        self,
+        tracker: EmotionTracker,
+        *,
+        deferred: bool = False,
+        hand_over: Callable[[MemoryNode], Awaitable[None]] | None = None,
+    ) -> None:
         self.tracker = tracker
         self.deferred = deferred
+        # Called with the stored message once its vectors were computed for the reading
+        # (the memory's second vector, GraphMemory.store_second): the same texts, read
+        # once.
+        self.hand_over = hand_over
 
     async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
         tracker = self.tracker
@@ -200,6 +211,8 @@ class EmotionStage:
                 # Asked at once, so the request overlaps the classifier's embedding too.
                 judging = asyncio.create_task(tracker.judge.judge(ctx.text))
             (reading,) = await tracker.detect([ctx.text])
+            if self.hand_over is not None and ctx.node is not None:
+                await self.hand_over(ctx.node)
             if judging is None and tracker.judge is not None and tracker.wants_judge(reading):
                 judging = asyncio.create_task(tracker.judge.judge(ctx.text))
         except Exception:

@@ -314,6 +314,48 @@ class GraphStore(OwnedData):
             )
         return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None, newest=newest)
 
+    # -- second vectors: another encoder's vector of the same nodes (core.memory.graph) --
+
+    @abstractmethod
+    async def add_second_vectors(
+        self, model: str, rows: Sequence[tuple[str, str, np.ndarray]], *, announce: bool = False
+    ) -> int:
+        """Store (node id, owner, vector) rows as the nodes' ``model`` vectors (one a node
+        and model; a row for a node that is not that owner's is left out). Returns how
+        many were stored. ``announce``: tell the other processes (imports)."""
+
+    @abstractmethod
+    async def _second_vectors(self, owner: str, model: str) -> OwnerVectors | None:
+        """The owner's ``model`` vectors as the backend keeps them in memory (None: none)."""
+
+    async def second_search(
+        self,
+        owner: str,
+        model: str,
+        vector: np.ndarray,
+        *,
+        k: int,
+        scopes: Sequence[str] | None = None,
+        exclude: Iterable[str] = (),
+        at: datetime | None = None,
+    ) -> list[tuple[str, float]]:
+        """Top-k (node id, cosine) of the owner's nodes by their ``model`` vectors (nodes
+        without one are not found here), in memory on every backend. A query of another
+        dimension finds nothing: the second list is a help, never a reason to fail."""
+        if k <= 0 or (scopes is not None and not scopes):
+            return []
+        vectors = await self._second_vectors(owner, model)
+        query = as_vector(vector)
+        if vectors is None or query.shape[0] != vectors.dim:
+            return []
+        return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None)
+
+    @abstractmethod
+    async def second_vectors(
+        self, owner: str, model: str, node_ids: Sequence[str]
+    ) -> dict[str, np.ndarray]:
+        """The ``model`` vectors of those of ``node_ids`` that have one."""
+
     @abstractmethod
     async def text_search(
         self,

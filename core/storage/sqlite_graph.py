@@ -31,6 +31,7 @@ import functools
 import json
 import math
 import sqlite3
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -53,7 +54,14 @@ from core.storage.owner_changes import EVERY_OWNER, announced, record_change_in
 from core.storage.owner_words import MAX_QUERY_WORDS, query_terms
 from core.storage.records import Connection, MemoryNode, from_ts, node_from_row, to_ts
 from core.storage.sqlite_nodes import SQLiteNodeStore
-from core.storage.sqlite_rows import NODE_COLUMNS, NodeWrite, storable_connections, write_node
+from core.storage.sqlite_rows import (
+    NODE_COLUMNS,
+    NodeWrite,
+    storable_connections,
+    write_node,
+    write_second_vectors,
+    write_second_vectors_announced,
+)
 from core.storage.sqlite_schema import GRAPH_MIGRATIONS as MIGRATIONS
 from core.storage.vector_cache import (
     EXACT_SEARCH_MAX_ROWS,
@@ -61,6 +69,7 @@ from core.storage.vector_cache import (
     RESCORE_MIN,
     RESCORE_SHARE,
     OwnerVectors,
+    SecondVectors,
     as_vector,
     blob,
 )
@@ -136,6 +145,8 @@ class SQLiteGraphStore(GraphStore):
         # A node stored while its owner's cache was loading may be missing from what the
         # load read: such a load is used once, not kept.
         self._loads = LoadGuard()
+        self._second = SecondVectors(max_cached_rows)
+        self._second_loads = LoadGuard()
 
     # -- model -------------------------------------------------------------------------
 
@@ -383,6 +394,61 @@ class SQLiteGraphStore(GraphStore):
         self._evict()
         return vectors
 
+    # -- second vectors ----------------------------------------------------------------
+
+    async def add_second_vectors(
+        self, model: str, rows: Sequence[tuple[str, str, np.ndarray]], *, announce: bool = False
+    ) -> int:
+        if not rows:
+            return 0
+        given = {(nid, owner): as_vector(v) for nid, owner, v in rows}  # the last one wins
+        values = [(nid, owner, int(v.shape[0]), blob(v)) for (nid, owner), v in given.items()]
+        write = (
+            functools.partial(
+                write_second_vectors_announced, model=model, rows=values, at=time.time()
+            )
+            if announce
+            else functools.partial(write_second_vectors, model=model, rows=values)
+        )
+        stored = await self.db.run(write)
+        owners: dict[str, list[tuple[str, np.ndarray, float, str]]] = {}
+        for node_id, owner, ts, scope in stored:
+            owners.setdefault(owner, []).append((node_id, given[(node_id, owner)], ts, scope))
+        for owner, written in owners.items():
+            self._second_loads.wrote(owner)
+            self._second.append(owner, model, written)
+        return len(stored)
+
+    async def _second_vectors(self, owner: str, model: str) -> OwnerVectors | None:
+        kept = self._second.get(owner, model)
+        if kept is not None:
+            return kept
+
+        def read(raw: sqlite3.Connection) -> list[Any]:
+            return raw.execute(
+                "SELECT e.node_id, e.vector, e.dim, n.ts, n.scope FROM graph_second_embeddings e"
+                " JOIN nodes n ON n.id = e.node_id"
+                " WHERE e.owner = ? AND e.model = ? AND n.owner = ? ORDER BY n.ts, n.rowid",
+                (owner, model, owner),
+            ).fetchall()
+
+        rows, raced = await self._second_loads.load(owner, self.db.run(read, write=False))
+        vectors = _second_matrix(rows)
+        if vectors is not None and not raced:
+            self._second.keep(owner, model, vectors)
+        return vectors
+
+    async def second_vectors(
+        self, owner: str, model: str, node_ids: Sequence[str]
+    ) -> dict[str, np.ndarray]:
+        # From the owner's matrix, loaded (and kept) if need be: the search that follows
+        # reads it anyway, and it holds every one of the owner's (it is dropped on any
+        # change it does not see), so what it lacks, no node has.
+        vectors = await self._second_vectors(owner, model)
+        if vectors is None:
+            return {}
+        return {i: vectors.matrix[vectors.index[i]] for i in node_ids if i in vectors.index}
+
     def _evict(self) -> None:
         while self._cached_rows > self.max_cached_rows and len(self._cache) > 1:
             _, dropped = self._cache.popitem(last=False)
@@ -399,6 +465,8 @@ class SQLiteGraphStore(GraphStore):
         self._loads.wrote(owner)
 
     def _drop(self, owner: str | None = None) -> None:
+        self._second.drop(owner)
+        self._second_loads.wrote(owner)
         if owner is None:
             self._cache.clear()
             self._cached_rows = 0
@@ -605,13 +673,32 @@ class SQLiteGraphStore(GraphStore):
     async def delete_owner(self, owner: str) -> int:
         removed = 0
         async with self.db.transaction() as conn:
-            for table in ("graph_connections", "graph_tags", "graph_entities", "graph_embeddings"):
+            for table in (
+                "graph_connections",
+                "graph_tags",
+                "graph_entities",
+                "graph_embeddings",
+                "graph_second_embeddings",
+            ):
                 cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
                 removed += cur.rowcount or 0
             await record_change_in(conn, owner)
         self._drop(owner)
         self._documents.pop(owner, None)
         return removed
+
+
+def _second_matrix(rows: Sequence[Any]) -> OwnerVectors | None:
+    """Rows (node id, vector bytes, dim, time, scope), oldest first, as a matrix; rows of
+    another size than the first are left out (a second model's dimension is its own)."""
+    if not rows:
+        return None
+    dim = int(rows[0][2])
+    vectors = OwnerVectors(dim, capacity=len(rows) + 64)
+    for node_id, vector, size, ts, scope in rows:
+        if int(size) == dim:
+            vectors.append(node_id, np.frombuffer(vector, dtype=np.float32), ts, scope)
+    return vectors
 
 
 def _read_edges(raw: sqlite3.Connection, owner: str, node_ids: Sequence[str]) -> list[Edge]:

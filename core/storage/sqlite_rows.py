@@ -201,6 +201,37 @@ def write_node(raw: sqlite3.Connection, rows: NodeWrite) -> bool:
     return True
 
 
+def write_second_vectors(
+    raw: sqlite3.Connection, model: str, rows: Sequence[tuple[str, str, int, bytes]]
+) -> list[tuple[str, str, float, str]]:
+    """Second vectors (node id, owner, dim, float32 bytes) of ``model``, each only for a
+    node of that owner, in the caller's transaction. Returns (node id, owner, time, scope)
+    of those stored (what a kept matrix appends)."""
+    stored: list[tuple[str, str, float, str]] = []
+    for node_id, owner, dim, vector in rows:
+        place = raw.execute(
+            "SELECT ts, scope FROM nodes WHERE id = ? AND +owner = ?", (node_id, owner)
+        ).fetchone()
+        if place is None:
+            continue
+        raw.execute(
+            "INSERT OR REPLACE INTO graph_second_embeddings(node_id, owner, model, dim, vector)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (node_id, owner, model, dim, vector),
+        )
+        stored.append((node_id, owner, float(place[0]), str(place[1])))
+    return stored
+
+
+def write_second_vectors_announced(
+    raw: sqlite3.Connection, model: str, rows: Sequence[tuple[str, str, int, bytes]], at: float
+) -> list[tuple[str, str, float, str]]:
+    stored = write_second_vectors(raw, model, rows)
+    for owner in dict.fromkeys(owner for _, owner, _, _ in stored):
+        record_change(raw, owner, at)
+    return stored
+
+
 # Recording a change: prune (watermark first, from the rows about to go), then the row.
 # Plain statements with no values passed between them, so the same list runs on a raw
 # connection (group commits, the writer process) and on aiosqlite's (transactions).

@@ -4,7 +4,8 @@
 
 - 1-2 users and memory nodes
 - 3 owner changes (core.storage.owner_changes)
-- 10-14 the memory graph: embeddings, connections, tag postings, full-text words
+- 10-16 the memory graph: embeddings, connections, tag postings, full-text words,
+  entity postings, second vectors
 - 30 structured memories with their history and full-text search
 - 40 what is learned about a person: decayed counters (core.profile)
 - 70 feedback: the bot's messages per reply, ratings of replies, mood corrections
@@ -246,6 +247,24 @@ GRAPH_MIGRATIONS = [
             PRIMARY KEY (owner, entity, ts, node_id)
         ) WITHOUT ROWID;
         CREATE INDEX graph_entities_node ON graph_entities(node_id);
+        """,
+    ),
+    Migration(
+        16,
+        "memory graph: a second vector per node (another encoder, e.g. USE beside e5)",
+        # A second encoder's vector of a node (core.memory.graph, ``second``): searched
+        # as a list of its own and fused by rank. Keyed by model: vectors of another
+        # second model are never mixed in. Deleted with the node and with the owner.
+        """
+        CREATE TABLE graph_second_embeddings (
+            node_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+            owner TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (node_id, model)
+        ) WITHOUT ROWID;
+        CREATE INDEX graph_second_embeddings_owner ON graph_second_embeddings(owner, model);
         """,
     ),
 ]

@@ -5,6 +5,7 @@ SQLite graph store keeps one per recently served owner (an LRU bounded by rows).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -230,6 +231,61 @@ class OwnerVectors:
     @property
     def nbytes(self) -> int:
         return self.matrix.nbytes + (self.codes.nbytes if self.codes is not None else 0)
+
+
+class SecondVectors:
+    """Each recently searched owner's second vectors (one second model: another encoder's
+    vector of the same nodes, core.memory.graph), as :class:`OwnerVectors` (no edges: the
+    walk reads the first matrix's), an LRU bounded by rows like the first. Backend-free:
+    each backend reads an owner's rows when asked and hands its writes here."""
+
+    def __init__(self, max_rows: int = 400_000) -> None:
+        self.max_rows = max_rows
+        self._owners: OrderedDict[tuple[str, str], OwnerVectors] = OrderedDict()
+        self._rows = 0
+
+    def get(self, owner: str, model: str) -> OwnerVectors | None:
+        vectors = self._owners.get((owner, model))
+        if vectors is not None:
+            self._owners.move_to_end((owner, model))
+        return vectors
+
+    def keep(self, owner: str, model: str, vectors: OwnerVectors) -> None:
+        self.drop(owner)
+        self._owners[(owner, model)] = vectors
+        self._rows += vectors.n
+        while self._rows > self.max_rows and len(self._owners) > 1:
+            _, dropped = self._owners.popitem(last=False)
+            self._rows -= dropped.n
+
+    def append(
+        self, owner: str, model: str, rows: Sequence[tuple[str, np.ndarray, float, str]]
+    ) -> None:
+        """Rows (node id, vector, time, scope) written for ``owner``: added when the
+        owner's vectors of ``model`` are kept (another model's are dropped)."""
+        vectors = self._owners.get((owner, model))
+        if vectors is None:
+            self.drop(owner)
+            return
+        before = vectors.n
+        for node_id, vector, ts, scope in rows:
+            if len(vector) != vectors.dim:
+                self.drop(owner)
+                return
+            vectors.append(node_id, as_vector(vector), ts, scope)
+        self._rows += vectors.n - before
+
+    def drop(self, owner: str | None) -> None:
+        if owner is None:
+            self._owners.clear()
+            self._rows = 0
+            return
+        for key in [key for key in self._owners if key[0] == owner]:
+            self._rows -= self._owners.pop(key).n
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self._owners.values())
 
 
 def dot(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:

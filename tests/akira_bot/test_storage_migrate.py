@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
+import numpy as np
 import pytest
 
 from akira_bot.app import build_engine
@@ -28,6 +29,7 @@ TABLES = (
     "users",
     "nodes",
     "graph_embeddings",
+    "graph_second_embeddings",
     "graph_connections",
     "graph_tags",
     "structured_memories",
@@ -86,6 +88,12 @@ async def _fill(data_dir: Path) -> None:
         await feedback.rate(
             ReplyRating("telegram:42", "n-reply", Rating.UP, "dm-42", "900", "👍", T0)
         )
+        # A second vector (schema 16), as the emotion classifier's USE vector would be.
+        first = (await engine.storage.nodes.recent("telegram:42", limit=1))[0]
+        second = np.linspace(-1.0, 1.0, 12, dtype=np.float32)
+        await engine.storage.graph.add_second_vectors(
+            "use-multilingual-v3", [(first.id, "telegram:42", second / np.linalg.norm(second))]
+        )
 
 
 def _sqlite_counts(path: Path) -> dict[str, int]:
@@ -117,6 +125,7 @@ async def test_migrate_is_lossless_idempotent_and_keeps_the_password_out(tmp_pat
         assert after_first == _sqlite_counts(data_dir / "akira.db")
         assert after_first["nodes"] == 6 and after_first["structured_memory_history"] == 1
         assert after_first["mood_corrections"] == after_first["feedback_ratings"] == 1
+        assert after_first["graph_second_embeddings"] == 1
         second = _cli(["storage", "migrate", "--to", secret_dsn], data_dir)
         assert second.returncode == 0, second.stderr
         assert await _counts(dsn) == after_first  # twice: the same rows

@@ -53,7 +53,7 @@ from core.storage.records import (
     node_from_row,
     to_ts,
 )
-from core.storage.vector_cache import OwnerVectors, as_vector
+from core.storage.vector_cache import OwnerVectors, SecondVectors, as_vector
 
 _EDGE_COLUMNS = EDGE_COLUMNS
 # $1-$14 the node (core.storage.postgres.nodes.node_args), $15 the vector or NULL,
@@ -139,6 +139,12 @@ class PgGraphStore(GraphStore):
         # the found nodes' vectors next (centring), a round trip otherwise. A stored
         # vector never changes (re-embedding and forgetting drop these).
         self._found: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
+        # Second vectors of the people searched lately (core.storage.vector_cache): a
+        # person is served by one process at a time, which writes them through here; a
+        # change from elsewhere (an import, forgetting) comes as an owner change. One
+        # written by another process that served the person meanwhile is missed until
+        # the matrix is dropped: that node is then found by the other lists only.
+        self._second = SecondVectors(max_cached_rows)
 
     # -- model -------------------------------------------------------------------------
 
@@ -497,6 +503,77 @@ class PgGraphStore(GraphStore):
                 self._found.popitem(last=False)
         return [(r[0], float(r[1])) for r in rows]
 
+    # -- second vectors ----------------------------------------------------------------
+
+    async def add_second_vectors(
+        self, model: str, rows: Sequence[tuple[str, str, np.ndarray]], *, announce: bool = False
+    ) -> int:
+        if not rows:
+            return 0
+        # One row a (node, owner): a statement may not update one row twice.
+        given = {(nid, owner): as_vector(v) for nid, owner, v in rows}
+        keys = list(given)
+        async with self.db.transaction() as conn:
+            # Only a node of that owner gets one: never a vector across people.
+            stored = await conn.fetch(
+                "INSERT INTO graph_second_embeddings(node_id, owner, model, dim, vector)"
+                " SELECT n.id, n.owner, $1, r.dim, r.vector::vector FROM"
+                " unnest($2::text[], $3::text[], $4::int[], $5::text[]) AS r(id, owner, dim, vector)"
+                " JOIN nodes n ON n.id = r.id AND n.owner = r.owner"
+                " ON CONFLICT (node_id, model) DO UPDATE SET dim = EXCLUDED.dim,"
+                " vector = EXCLUDED.vector"
+                " RETURNING node_id, owner, (SELECT ts FROM nodes WHERE id = node_id),"
+                " (SELECT scope FROM nodes WHERE id = node_id)",
+                model,
+                [nid for nid, _ in keys],
+                [owner for _, owner in keys],
+                [int(given[key].shape[0]) for key in keys],
+                [_vector_text(given[key]) for key in keys],
+            )
+            owners = list(dict.fromkeys(r[1] for r in stored))
+            if announce and owners:
+                await notify(conn, *owners)
+        written: dict[str, list[tuple[str, np.ndarray, float, str]]] = {}
+        for node_id, owner, ts, scope in stored:
+            written.setdefault(owner, []).append(
+                (node_id, given[(node_id, owner)], float(ts), scope)
+            )
+        for owner, found in written.items():
+            self._second.append(owner, model, found)
+        return len(stored)
+
+    async def _second_vectors(self, owner: str, model: str) -> OwnerVectors | None:
+        kept = self._second.get(owner, model)
+        if kept is not None:
+            return kept
+        rows = await self.db.fetch(
+            "SELECT e.node_id, e.vector, e.dim, n.ts, n.scope FROM graph_second_embeddings e"
+            " JOIN nodes n ON n.id = e.node_id AND n.owner = $1"
+            " WHERE e.owner = $1 AND e.model = $2 ORDER BY n.ts, n.seq",
+            owner,
+            model,
+        )
+        if not rows:
+            return None
+        dim = int(rows[0]["dim"])
+        vectors = OwnerVectors(dim, capacity=len(rows) + 64)
+        for row in rows:
+            if int(row["dim"]) == dim:
+                vectors.append(row["node_id"], as_vector(row["vector"]), row["ts"], row["scope"])
+        self._second.keep(owner, model, vectors)
+        return vectors
+
+    async def second_vectors(
+        self, owner: str, model: str, node_ids: Sequence[str]
+    ) -> dict[str, np.ndarray]:
+        # From the owner's matrix, loaded (and kept) if need be: the search that follows
+        # reads it anyway, and it holds every one of the owner's (it is dropped on any
+        # change it does not see), so what it lacks, no node has.
+        vectors = await self._second_vectors(owner, model)
+        if vectors is None:
+            return {}
+        return {i: vectors.matrix[vectors.index[i]] for i in node_ids if i in vectors.index}
+
     def _moved_without_node(self, owner: str, version: int) -> None:
         cached = self._cache.get(owner)
         if cached is not None and cached.version == version - 1:
@@ -508,6 +585,7 @@ class PgGraphStore(GraphStore):
             self._cached_rows -= dropped.rows
 
     def drop_cached(self, owner: str | None) -> None:
+        self._second.drop(owner)
         if owner is None:
             self._cache.clear()
             self._cached_rows = 0
@@ -685,13 +763,25 @@ class PgGraphStore(GraphStore):
     async def delete_owner(self, owner: str) -> int:
         removed = 0
         async with self.db.transaction() as conn:
-            for table in ("graph_connections", "graph_tags", "graph_entities", "graph_embeddings"):
+            for table in (
+                "graph_connections",
+                "graph_tags",
+                "graph_entities",
+                "graph_embeddings",
+                "graph_second_embeddings",
+            ):
                 removed += affected(
                     await conn.execute(f"DELETE FROM {table} WHERE owner = $1", owner)
                 )
             await notify(conn, owner)
         self.drop_cached(owner)
         return removed
+
+
+def _vector_text(vector: np.ndarray) -> str:
+    """pgvector's text form of a vector (a parameter array of ``vector`` values would
+    need the codec per element)."""
+    return "[" + ",".join(repr(float(x)) for x in vector.tolist()) + "]"
 
 
 def _edges(rows: Iterable[asyncpg.Record]) -> list[Edge]:

@@ -268,6 +268,24 @@ VECTOR_MIGRATIONS = [
             ALTER COLUMN vector TYPE vector USING akira_float4_le(vector)::vector;
         """,
     ),
+    Migration(
+        81,
+        "memory graph: a second vector per node (another encoder, e.g. USE beside e5)",
+        # SQLite's migration 16 (core.storage.sqlite_schema): a second encoder's vector
+        # of a node, keyed by model, deleted with the node and with the owner. After 80:
+        # the column is pgvector's.
+        """
+        CREATE TABLE graph_second_embeddings (
+            node_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+            owner TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector vector NOT NULL,
+            PRIMARY KEY (node_id, model)
+        );
+        CREATE INDEX graph_second_embeddings_owner ON graph_second_embeddings(owner, model);
+        """,
+    ),
 ]
 
 

