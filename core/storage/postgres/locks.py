@@ -6,23 +6,22 @@ answered).
 Why a lock and not a queue: the processes already share PostgreSQL, whose advisory locks
 are exactly "one holder per key, released when the holder's session ends" (a process
 killed with ``kill -9`` lets go of its locks as its connection closes). A queue would need a consumer per person, redelivery after a crash,
-and would move the reply away from the process holding the platform's request.
+and would move the reply away from the process holding the platform's request. The lock
+costs one round trip when nobody else serves the person.
 
 Messages that reach two processes at almost the same moment reach PostgreSQL in either
-order, so the lock alone could let the later one first. So each message registers its
-arrival (``person_arrivals``: the person, the platform's time and message number) in the
-same step that first tries the lock, before it waits for anything; the holder checks,
-under the lock, that no earlier message of the person is still waiting, and if one is,
-lets go and tries again a moment later. Waiters try again every few milliseconds (doubling
-up to 50 ms) rather than wait in PostgreSQL's queue on a pooled connection: waiters
-holding the pool left the holder none to finish with (seen: a load run that hung).
+order, so the lock alone could let the later one first. So each message first registers
+its arrival (``person_arrivals``: the person, the platform's time and message number) on
+any pooled connection, before it waits for anything; the holder checks, under the lock, that no
+earlier message of the person is still waiting, and if one is, lets go and tries again a
+moment later. Waiters try again every few milliseconds (doubling up to 50 ms) rather
+than wait in PostgreSQL's queue on a pooled connection: waiters holding the pool left the
+holder none to finish with (seen: a load run that hung).
 
-Each person's steps go to one of a few connections of their own (never a pooled one: a
-registration waited there behind the work of everyone being served, and the later
-message of a person, registered meanwhile in the other process, went first). What is
-asked of a connection while its last batch is on its way goes in its next statement, in
-order (``akira_person_locks``, schema 62): registering one message and trying its lock,
-trying another's again, letting go of a third, in one round trip. A registered row names
+Arrivals are registered on a connection of their own, every arrival asked for while the
+last batch was on its way in one statement: on a pooled connection a registration waited
+for a free one behind the work of everyone being served, and the later message of a
+person, registered meanwhile in the other process, went first. A registered row names
 that connection's server process; a bot process killed with ``kill -9`` loses it, and its
 rows are ignored at once (its messages were never answered and must not hold the person
 up). Rows older than :data:`ARRIVAL_TTL_S` are ignored too, whoever registered them.
@@ -37,12 +36,11 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import NamedTuple
 
 import asyncpg
 
 from core.storage.errors import StorageError
-from core.storage.postgres.database import PgDatabase, translated
+from core.storage.postgres.database import LOCK_NAMESPACE, PgDatabase, translated
 from core.storage.records import to_ts
 
 log = logging.getLogger(__name__)
@@ -53,30 +51,31 @@ RETRY_S = 0.005
 MAX_RETRY_S = 0.05
 _ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError)
 
-# A batch of steps, in order (schema 62, core.storage.postgres.schema): 'a' registers an
-# arrival (named by this connection's server process) and tries the person's lock, 't'
-# tries it again, 'f' tries it and keeps it even when an earlier message is waiting (that
-# one's arrival outlived ARRIVAL_TTL_S here), 'd' forgets the arrival and lets go, 'r'
-# forgets the arrival only.
-_STEPS = "SELECT arrival, first, version FROM akira_person_locks($1, $2, $3, $4, $5, $6, $7)"
+# Registers a batch of arrivals, named by the registering connection's server process.
+_ARRIVE = (
+    "INSERT INTO person_arrivals(owner, sent_at, message_no, pid)"
+    " SELECT o, s, n, pg_backend_pid() FROM unnest($1::text[], $2::float8[], $3::numeric[])"
+    " AS a(o, s, n) RETURNING owner, sent_at, message_no, arrival"
+)
+# Tries the person's lock: NULL when another process holds it; else whether no earlier
+# message of the person is still waiting (registered by a process that is still there).
+# With it, once first, the person's node version, read after the lock was granted
+# (OFFSET 0 keeps the lock's subquery from being merged into the outer one).
+_TRY_FIRST = f"""
+SELECT l.first, CASE WHEN l.first THEN akira_node_version($1) END FROM (
+    SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
+        SELECT 1 FROM person_arrivals a
+        WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
+          AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S})
+          AND (a.pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_get_activity(a.pid))))
+    END AS first OFFSET 0) AS l
+"""
+_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
 _FORGET = "DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2"
-
-
-class _Step(NamedTuple):
-    op: str
-    owner: str
-    when: float
-    number: int
-    arrival: int
-    key: int
-    session: int = 0  # 'd': the session (connection) the lock was granted on
-
-
-class _Answer(NamedTuple):
-    arrival: int
-    first: bool | None  # None: another session holds the lock
-    version: int | None  # the person's node version, when first
-    session: int  # the number of the session (connection) that answered
+_DONE = (
+    "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
+    f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3)"
+)
 
 
 def person_key(owner: str) -> int:
@@ -97,82 +96,30 @@ SESSIONS = 4  # connections this process holds people's locks on (a person: alwa
 
 
 class _Session:
-    """A connection kept for people's locks. What is asked of it while a batch is on its
-    way goes together in the next statement, in the order it was asked for."""
+    """A connection kept for locks, one query at a time."""
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
         self.conn: asyncpg.Connection | None = None
-        self.opened = 0  # connections opened so far: the current one's number
-        self._pending: list[tuple[_Step, asyncio.Future[_Answer]]] = []
-        self._sending: asyncio.Task[None] | None = None
+        self.use = asyncio.Lock()
 
-    async def step(self, step: _Step) -> _Answer:
-        answered: asyncio.Future[_Answer] = asyncio.get_running_loop().create_future()
-        self._pending.append((step, answered))
-        if self._sending is None:
-            self._sending = asyncio.create_task(self._send())
-        return await answered
+    async def fetchrow(self, sql: str, *args: object) -> asyncpg.Record:
+        async with self.use:
+            if self.conn is None or self.conn.is_closed():
+                # A new session: whatever the old one held was released with it.
+                self.conn = await self.db.connect()
+            with translated():
+                row = await self.conn.fetchrow(sql, *args)
+        assert row is not None
+        return row
 
-    async def _send(self) -> None:
-        batch: list[tuple[_Step, asyncio.Future[_Answer]]] = []
-        try:
-            while self._pending:
-                batch, self._pending = self._pending, []
-                try:
-                    if self.conn is None or self.conn.is_closed():
-                        # A new session: whatever the old one held was released with it.
-                        self.conn = await self.db.connect()
-                        self.opened += 1
-                    # A lock granted on a session since closed went with it: letting go
-                    # on this one would release another message's hold of the person.
-                    steps = [
-                        s._replace(op="r") if s.op == "d" and s.session != self.opened else s
-                        for s, _ in batch
-                    ]
-                    with translated():
-                        rows = await self.conn.fetch(
-                            _STEPS,
-                            [s.op for s in steps],
-                            [s.owner for s in steps],
-                            [s.when for s in steps],
-                            [s.number for s in steps],
-                            [s.arrival for s in steps],
-                            [s.key for s in steps],
-                            ARRIVAL_TTL_S,
-                        )
-                except Exception as exc:
-                    self.drop()  # a new connection (and server process) next time
-                    for _, answered in batch:
-                        if not answered.done():
-                            answered.set_exception(exc)
-                    continue
-                for (step, answered), row in zip(batch, rows, strict=True):
-                    version = None if row[2] is None else int(row[2])
-                    answer = _Answer(int(row[0]), row[1], version, self.opened)
-                    if not answered.done():
-                        answered.set_result(answer)
-                    elif step.op != "d":
-                        self._abandoned(step, answer)
-        finally:
-            self._sending = None
-            for _, answered in (*batch, *self._pending):
-                if not answered.done():  # cancelled (the storage is closing)
-                    answered.set_exception(StorageError("the storage is closing"))
-
-    def _abandoned(self, step: _Step, answer: _Answer) -> None:
-        """The message that asked went away meanwhile (cancelled): what it was granted
-        is let go, its arrival forgotten, so the person is not held up."""
-        holds = answer.first or (answer.first is not None and step.op == "f")
-        if holds or step.op == "a":
-            self._pending.append(
-                (
-                    step._replace(
-                        op="d" if holds else "r", arrival=answer.arrival, session=answer.session
-                    ),
-                    asyncio.get_running_loop().create_future(),
-                )
-            )
+    async def fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
+        async with self.use:
+            if self.conn is None or self.conn.is_closed():
+                self.conn = await self.db.connect()
+            with translated():
+                rows: list[asyncpg.Record] = await self.conn.fetch(sql, *args)
+        return rows
 
     def drop(self) -> None:
         if self.conn is not None:
@@ -180,10 +127,6 @@ class _Session:
             self.conn = None
 
     async def close(self) -> None:
-        if self._sending is not None:
-            self._sending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, *_ERRORS):
-                await self._sending
         if self.conn is not None:
             conn, self.conn = self.conn, None
             try:
@@ -192,10 +135,59 @@ class _Session:
                 conn.terminate()
 
 
+class _Arrivals:
+    """Registers arrivals on a connection of its own: those asked for while a batch is
+    on its way go together in the next statement."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        self.session = _Session(db)
+        self._pending: list[tuple[str, float, int, asyncio.Future[int]]] = []
+        self._sending: asyncio.Task[None] | None = None
+
+    async def register(self, owner: str, when: float, number: int) -> int:
+        """The arrival's number, once it is stored."""
+        registered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending.append((owner, when, number, registered))
+        if self._sending is None:
+            self._sending = asyncio.create_task(self._send())
+        return await registered
+
+    async def _send(self) -> None:
+        batch: list[tuple[str, float, int, asyncio.Future[int]]] = []
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    rows = await self.session.fetch(
+                        _ARRIVE,
+                        [owner for owner, *_ in batch],
+                        [when for _, when, *_ in batch],
+                        [number for _, _, number, _ in batch],
+                    )
+                except Exception as exc:
+                    self.session.drop()  # a new connection (and server process) next time
+                    for *_, registered in batch:
+                        if not registered.done():
+                            registered.set_exception(exc)
+                    continue
+                numbers: dict[tuple[str, float, int], list[int]] = {}
+                for row in rows:
+                    numbers.setdefault((row[0], float(row[1]), int(row[2])), []).append(row[3])
+                for owner, when, number, registered in batch:
+                    if not registered.done():
+                        registered.set_result(int(numbers[(owner, when, number)].pop()))
+        finally:
+            self._sending = None
+            for *_, registered in (*batch, *self._pending):
+                if not registered.done():  # cancelled (the storage is closing)
+                    registered.set_exception(StorageError("the storage is closing"))
+
+
 class PersonLocks:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
         self._sessions = [_Session(db) for _ in range(SESSIONS)]
+        self._arrivals = _Arrivals(db)
         self.waits = 0  # times another process was serving the person (observability)
         self.yielded = 0  # times an earlier message of the person was let go first
 
@@ -207,56 +199,48 @@ class PersonLocks:
         session = self._sessions[key % SESSIONS]
         when = to_ts(sent_at) if sent_at is not None else time.time()
         number = message_number(message_id)
-        # Registered and tried in one step: the arrival is known to the other processes
-        # when this batch commits, whether or not the lock was granted.
-        answer = await session.step(_Step("a", owner, when, number, 0, key))
-        step = _Step("t", owner, when, number, answer.arrival, key)
+        arrival = await self._arrivals.register(owner, when, number)
         deadline = time.monotonic() + ARRIVAL_TTL_S
         pause = RETRY_S
         try:
             while True:
-                first = answer.first
-                if first or (first is not None and step.op == "f"):
-                    held_on = answer.session
-                    self.db.served(owner, answer.version)
+                row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
+                first = row[0]
+                if first or (first is not None and time.monotonic() > deadline):
+                    self.db.served(owner, None if row[1] is None else int(row[1]))
                     break
                 if first is None:
                     self.waits += 1  # another process serves the person
                 else:
                     # An earlier message of the person reached another process a moment
-                    # later than this one: it goes first (the step let go of the lock).
+                    # later than this one: it goes first.
                     self.yielded += 1
+                    await session.fetchrow(_UNLOCK, key)
                 # Waiting by trying again, never on a pooled connection: waiters holding
                 # the pool would leave the holder none to finish with. Which waiter goes
                 # next is the arrivals' order, not the lock's queue.
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, MAX_RETRY_S)
-                if time.monotonic() > deadline:
-                    step = step._replace(op="f")
-                answer = await session.step(step)
-        except BaseException:
-            await self._done(session, step._replace(op="r"))
-            raise
-        try:
             yield
         finally:
-            await self._done(session, step._replace(op="d", session=held_on))
+            await self._done(session, owner, arrival, key)
 
-    async def _done(self, session: _Session, step: _Step) -> None:
-        """Forget the arrival and, with 'd', let go of the lock."""
+    async def _done(self, session: _Session, owner: str, arrival: int, key: int) -> None:
+        """Forget the arrival and let go of the lock."""
         try:
-            await session.step(step)
+            await session.fetchrow(_DONE, owner, arrival, key)
         except _ERRORS as exc:
             # The session is gone (its locks with it) or the server is away (the engine
             # says so, once).
             log.debug("could not release a person's lock (%s)", type(exc).__name__)
+            session.drop()  # closing the session lets go of its locks
             try:
-                # Its registering connection may still be there, so the arrival would
-                # hold the person up until ARRIVAL_TTL_S: forget it on any connection.
-                await self.db.execute(_FORGET, step.owner, step.arrival)
+                # Its registering connection is still there, so the arrival would hold
+                # the person up until ARRIVAL_TTL_S: forget it on any connection.
+                await self.db.execute(_FORGET, owner, arrival)
             except _ERRORS:
                 pass  # the server is away: it expires
 
     async def close(self) -> None:
-        for session in self._sessions:
+        for session in (*self._sessions, self._arrivals.session):
             await session.close()

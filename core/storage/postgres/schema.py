@@ -21,7 +21,6 @@ Differences, and why:
 
 from __future__ import annotations
 
-from core.storage.postgres.database import LOCK_NAMESPACE
 from core.storage.schema import Migration
 
 MIGRATIONS = [
@@ -231,68 +230,6 @@ MIGRATIONS = [
         ALTER TABLE users ADD COLUMN IF NOT EXISTS node_version BIGINT NOT NULL DEFAULT 0;
         CREATE OR REPLACE FUNCTION akira_node_version(text) RETURNS bigint
             LANGUAGE sql VOLATILE AS 'SELECT node_version FROM users WHERE key = $1';
-        """,
-    ),
-    Migration(
-        62,
-        "people's locks: a batch of arrivals, tries and releases in one statement",
-        # core.storage.postgres.locks: what one connection has to ask for people's locks
-        # (register a message's arrival and try the lock; try again; forget the arrival
-        # and let go) goes in one call, in order: each step is a statement of its own in
-        # the function, so it sees what the steps before it did, and one taken after the
-        # lock was granted (the node version) sees what the previous holder committed.
-        # Per step: the arrival, NULL when another session holds the lock, else whether
-        # no earlier message of the person is still waiting (when one is, the lock is let
-        # go again, unless the step says to keep it: 'f'), and the node version when first;
-        # 'd' forgets the arrival and lets go of the lock, 'r' only forgets the arrival.
-        f"""
-        CREATE OR REPLACE FUNCTION akira_person_locks(
-            ops text[], owners text[], sent float8[], numbers numeric[], arrivals bigint[],
-            keys integer[], ttl float8
-        ) RETURNS TABLE(arrival bigint, first boolean, version bigint)
-        LANGUAGE plpgsql VOLATILE AS $$
-        DECLARE
-            i integer;
-            mine bigint;
-        BEGIN
-            FOR i IN 1 .. coalesce(cardinality(ops), 0) LOOP
-                mine := arrivals[i];
-                first := NULL;
-                version := NULL;
-                IF ops[i] IN ('d', 'r') THEN
-                    DELETE FROM person_arrivals AS p
-                        WHERE p.owner = owners[i] AND p.arrival = mine;
-                    IF ops[i] = 'd' THEN
-                        PERFORM pg_advisory_unlock({LOCK_NAMESPACE}, keys[i]);
-                    END IF;
-                ELSE
-                    IF ops[i] = 'a' THEN
-                        INSERT INTO person_arrivals(owner, sent_at, message_no, pid)
-                            VALUES (owners[i], sent[i], numbers[i], pg_backend_pid())
-                            RETURNING person_arrivals.arrival INTO mine;
-                    END IF;
-                    IF pg_try_advisory_lock({LOCK_NAMESPACE}, keys[i]) THEN
-                        first := NOT EXISTS (
-                            SELECT 1 FROM person_arrivals AS p
-                            WHERE p.owner = owners[i]
-                              AND (p.sent_at, p.message_no, p.arrival)
-                                  < (sent[i], numbers[i], mine)
-                              AND p.at > clock_timestamp() - make_interval(secs => ttl)
-                              AND (p.pid IS NULL
-                                   OR EXISTS (SELECT 1 FROM pg_stat_get_activity(p.pid))));
-                        IF first THEN
-                            SELECT u.node_version INTO version FROM users AS u
-                                WHERE u.key = owners[i];
-                        ELSIF ops[i] <> 'f' THEN
-                            PERFORM pg_advisory_unlock({LOCK_NAMESPACE}, keys[i]);
-                        END IF;
-                    END IF;
-                END IF;
-                arrival := mine;
-                RETURN NEXT;
-            END LOOP;
-        END
-        $$;
         """,
     ),
 ]
