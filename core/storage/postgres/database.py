@@ -15,7 +15,15 @@ import functools
 import logging
 import struct
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any
 
 import asyncpg
@@ -39,6 +47,7 @@ MAX_SERVING = 100_000  # people whose node version this process remembers
 # estimate looks worse): the planning cost more of the server's CPU than running most of
 # these queries.
 SERVER_SETTINGS = {"plan_cache_mode": "force_generic_plan"}
+_NO_FLUSH_WAIT = {"synchronous_commit": "off"}
 
 # What a driver raises when the server is gone, restarting or unreachable.
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
@@ -240,14 +249,24 @@ class PgDatabase:
         # again with each lock; between two (the reply stored after delivery) the kept
         # rows are the person's as the lock was let go.
         self.serving: dict[str, int] = {}
+        # The user row of each person whose lock was just granted, as the lock's own
+        # statement stored their arrival as the time last seen and read the row back:
+        # the next ensure of that person takes it instead of asking (once; dropped with
+        # the lock and with anything else kept of the person).
+        self.granted_users: dict[str, Mapping[str, Any]] = {}
 
     def __repr__(self) -> str:  # never the DSN
         return f"PgDatabase(open={self._pool is not None})"
 
-    def served(self, owner: str, version: int | None) -> None:
+    def served(
+        self, owner: str, version: int | None, *, user: Mapping[str, Any] | None = None
+    ) -> None:
         """``owner``'s lock was granted with their node version ``version`` (None: no
-        user row yet, nothing is kept of them)."""
+        user row yet, nothing is kept of them) and their user row ``user``."""
         self.serving.pop(owner, None)
+        self.granted_users.pop(owner, None)
+        if user is not None:
+            self.granted_users[owner] = user
         if version is not None:
             if len(self.serving) >= MAX_SERVING:
                 self.serving.pop(next(iter(self.serving)))  # the longest unseen
@@ -259,14 +278,17 @@ class PgDatabase:
             raise StorageError("database is not open")
         return self._pool
 
-    async def connect(self) -> asyncpg.Connection:
-        """A connection of its own (listening, locks), outside the pool."""
+    async def connect(self, *, wait_for_flush: bool = True) -> asyncpg.Connection:
+        """A connection of its own (listening, locks), outside the pool. Without
+        ``wait_for_flush`` its commits return before the log reaches the disk
+        (``synchronous_commit``): only for writes nothing is acknowledged on."""
+        settings = SERVER_SETTINGS if wait_for_flush else {**SERVER_SETTINGS, **_NO_FLUSH_WAIT}
         with translated():
             return await asyncpg.connect(
                 self._dsn,
                 timeout=CONNECT_TIMEOUT_S,
                 command_timeout=COMMAND_TIMEOUT_S,
-                server_settings=SERVER_SETTINGS,
+                server_settings=settings,
             )
 
     async def open(self, migrations: Iterable[Migration]) -> None:
