@@ -22,7 +22,10 @@ Prints one JSON object:
     process's event loop thread), writer_cpu_ms_per_message (the database writer process;
     ``--writer loop``: none), workers_cpu_ms_per_message (the engine's worker processes
     and their own writer processes, ``--workers`` above 1: then this process runs only the
-    simulated people and the adapter's side)
+    simulated people and the adapter's side), server_cpu_ms_per_message and
+    server_writers_cpu_ms_per_message (``--storage postgres`` with the server on this
+    host: the server processes serving the run's database, and its WAL writer,
+    checkpointer and background writer, shared with other databases)
 
 CPU per message is the steadier figure for comparing changes on a noisy machine; latency
 depends on how close the offered load (users / pause) is to what that CPU allows.
