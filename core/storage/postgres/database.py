@@ -40,13 +40,10 @@ MIGRATION_LOCK = 0  # the key, in that namespace, held while migrating
 CONNECT_TIMEOUT_S = 5.0  # a server that is down is told quickly, not after a minute
 COMMAND_TIMEOUT_S = 30.0
 MAX_SERVING = 100_000  # people whose node version this process remembers
-# Every connection's prepared statements use one generic plan, made once per connection:
-# each query here reads one person's rows through an index that leads with the owner,
-# whatever the values, and PostgreSQL's default plans again on every one of a
-# connection's first five executions (and on each one after, when the generic plan's
-# estimate looks worse): the planning cost more of the server's CPU than running most of
-# these queries.
-SERVER_SETTINGS = {"plan_cache_mode": "force_generic_plan"}
+# PostgreSQL's own choice of plans is kept (a custom plan for a prepared statement's
+# first executions, generic after when it looks as good): forcing generic plans saved
+# planning, but a full-text search of a person with far more nodes than most then walked
+# all their nodes (185 ms against 4.7, docs/storage.md).
 _NO_FLUSH_WAIT = {"synchronous_commit": "off"}
 
 # What a driver raises when the server is gone, restarting or unreachable.
@@ -282,7 +279,7 @@ class PgDatabase:
         """A connection of its own (listening, locks), outside the pool. Without
         ``wait_for_flush`` its commits return before the log reaches the disk
         (``synchronous_commit``): only for writes nothing is acknowledged on."""
-        settings = SERVER_SETTINGS if wait_for_flush else {**SERVER_SETTINGS, **_NO_FLUSH_WAIT}
+        settings = {} if wait_for_flush else _NO_FLUSH_WAIT
         with translated():
             return await asyncpg.connect(
                 self._dsn,

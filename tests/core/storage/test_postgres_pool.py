@@ -102,3 +102,10 @@ async def test_closing_tells_waiting_callers_and_closes_what_comes_back(db: PgDa
     with pytest.raises(asyncpg.InterfaceError):  # ...and nothing is lent any more
         await pool.fetchval("SELECT 1")
     assert pool._idle == []
+
+
+async def test_plans_are_postgresql_s_own_choice(db: PgDatabase) -> None:
+    # Forced generic plans made a heavy person's full-text search walk all their nodes
+    # (docs/storage.md): the pool's connections keep the server's default.
+    assert await db.fetchval("SHOW plan_cache_mode") == "auto"
+    assert await db.fetchval("SHOW synchronous_commit") == "on"  # acknowledged writes
