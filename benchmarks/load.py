@@ -22,7 +22,10 @@ Prints one JSON object:
     process's event loop thread), writer_cpu_ms_per_message (the database writer process;
     ``--writer loop``: none), workers_cpu_ms_per_message (the engine's worker processes
     and their own writer processes, ``--workers`` above 1: then this process runs only the
-    simulated people and the adapter's side)
+    simulated people and the adapter's side), server_cpu_ms_per_message and
+    server_writers_cpu_ms_per_message (``--storage postgres`` with the server on this
+    host: the server processes serving the run's database, and its WAL writer,
+    checkpointer and background writer, shared with other databases)
 
 CPU per message is the steadier figure for comparing changes on a noisy machine; latency
 depends on how close the offered load (users / pause) is to what that CPU allows.
@@ -58,6 +61,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -447,6 +451,30 @@ def with_descendants(pids: Sequence[int | None]) -> list[int]:
     return found
 
 
+def server_cpu_s(database: str | None) -> tuple[float, float]:
+    """CPU seconds so far of a PostgreSQL server on this host: (the backends serving
+    ``database``, the server's own writers: WAL writer, checkpointer, background writer,
+    shared with every database). Found by their process titles (``postgres: 15/main:
+    postgres akira23_load_... [local] idle``); (0, 0) for SQLite or a remote server."""
+    if database is None:
+        return 0.0, 0.0
+    backends = writers = 0.0
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            title = cmdline.read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+        except OSError:
+            continue
+        if not title.startswith("postgres: "):
+            continue
+        words = title.split()
+        pid = int(cmdline.parent.name)
+        if database in words[2:5]:
+            backends += process_cpu_s(pid)
+        elif any(w in title for w in ("walwriter", "checkpointer", "background writer")):
+            writers += process_cpu_s(pid)
+    return backends, writers
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with bench_database(args) as dsn:
         return await run_on(args, dsn)
@@ -526,6 +554,8 @@ async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
         cpu_started, loop_cpu_started = time.process_time(), time.thread_time()
         writer_cpu_started = process_cpu_s(writer_pid)
         workers_cpu_started = sum(process_cpu_s(pid) for pid in worker_pids)
+        database = urllib.parse.urlsplit(dsn).path.lstrip("/") if dsn is not None else None
+        server_started = server_cpu_s(database)
         gate.set()
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
@@ -537,6 +567,8 @@ async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
         loop_cpu_s = time.thread_time() - loop_cpu_started
         writer_cpu_s = process_cpu_s(writer_pid) - writer_cpu_started
         workers_cpu_s = sum(process_cpu_s(pid) for pid in worker_pids) - workers_cpu_started
+        server_ended = server_cpu_s(database)
+        server_cpu = [end - start for end, start in zip(server_ended, server_started, strict=True)]
         gc.callbacks.remove(collector)
         # Background work (memory extraction) still queued when the last reply went out:
         # not part of any reply's latency, but a backlog worth knowing about (one engine).
@@ -633,6 +665,11 @@ async def run_on(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
         "writer_cpu_ms_per_message": round(writer_cpu_s * 1000 / total, 2),
         # The engine's worker processes together (``--workers`` above 1).
         "workers_cpu_ms_per_message": round(workers_cpu_s * 1000 / total, 2),
+        # PostgreSQL on this host (--storage postgres): the backends serving the run's
+        # database, and the server's writers (WAL, checkpoints: shared with any other
+        # database's work meanwhile). A backend that exited during the run is missed.
+        "server_cpu_ms_per_message": round(server_cpu[0] * 1000 / total, 2),
+        "server_writers_cpu_ms_per_message": round(server_cpu[1] * 1000 / total, 2),
         # The garbage collector stops every thread's Python, the event loop's too.
         "gc_ms_per_message": round(collector.total_s * 1000 / total, 3),
         "gc_longest_pause_ms": round(collector.longest_s * 1000, 1),

@@ -6,8 +6,10 @@ counted in asyncpg itself; each is a round trip.
 
     python benchmarks/pg_statements.py [--users 5] [--messages 8]
 
-Prints JSON: statements_per_message and per_message (the statements by their text's
-start, per message, most first).
+Prints JSON: statements_per_message, per_message (the statements by their text's
+start, per message, most first), bot_cpu_ms_per_message (this process) and
+server_cpu_ms_per_message (the PostgreSQL backends serving the database, when the server
+runs on this host: benchmarks.load.server_cpu_s), one message at a time.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import json
 import random
 import sys
 import tempfile
+import time
+import urllib.parse
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 from akira_bot.app import build_engine  # noqa: E402
 from akira_bot.settings import Settings  # noqa: E402
-from benchmarks.load import BenchResponder, UserLog, message_for  # noqa: E402
+from benchmarks.load import BenchResponder, UserLog, message_for, server_cpu_s  # noqa: E402
 from core.llm import ScriptedProvider  # noqa: E402
 from tests.postgres import postgres_database  # noqa: E402
 
@@ -87,6 +91,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for user in range(args.users):
                     await engine.handle(message_for(user, 0, rng, False), BenchResponder(UserLog()))
                 await engine.services.memory.settle()
+                database = urllib.parse.urlsplit(dsn).path.lstrip("/")
+                server_started, bot_started = server_cpu_s(database)[0], time.process_time()
                 counting = True
                 for index in range(1, args.messages + 1):
                     for user in range(args.users):
@@ -95,11 +101,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await engine.services.memory.settle()
                 await engine.services.background.drain(10)
                 counting = False
+                server_s = server_cpu_s(database)[0] - server_started
+                bot_s = time.process_time() - bot_started
             finally:
                 await engine.close()
     n = args.users * args.messages
     return {
         "statements_per_message": round(sum(counted.values()) / n, 2),
+        "bot_cpu_ms_per_message": round(bot_s * 1000 / n, 2),
+        "server_cpu_ms_per_message": round(server_s * 1000 / n, 2),
         "per_message": {sql: round(c / n, 2) for sql, c in counted.most_common()},
         "users": args.users,
         "messages_per_user": args.messages,

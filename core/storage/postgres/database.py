@@ -9,10 +9,21 @@ here; errors say what happened, not where."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
 import struct
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any
 
 import asyncpg
@@ -29,6 +40,11 @@ MIGRATION_LOCK = 0  # the key, in that namespace, held while migrating
 CONNECT_TIMEOUT_S = 5.0  # a server that is down is told quickly, not after a minute
 COMMAND_TIMEOUT_S = 30.0
 MAX_SERVING = 100_000  # people whose node version this process remembers
+# PostgreSQL's own choice of plans is kept (a custom plan for a prepared statement's
+# first executions, generic after when it looks as good): forcing generic plans saved
+# planning, but a full-text search of a person with far more nodes than most then walked
+# all their nodes (185 ms against 4.7, docs/storage.md).
+_NO_FLUSH_WAIT = {"synchronous_commit": "off"}
 
 # What a driver raises when the server is gone, restarting or unreachable.
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
@@ -59,6 +75,151 @@ def translated() -> Iterator[None]:
         ) from exc
 
 
+class ConnectionPool:
+    """At most ``max_size`` connections, each lent to one caller at a time, opened when
+    first needed. Why not asyncpg's pool: lending and taking back one of its connections
+    cost more of the bot's CPU than the query it ran (its release goes through a task,
+    a shield, a reset hook and timeouts each time), and a message sends a dozen. Here a
+    connection goes back as it is: nothing here leaves session state on one (a person's
+    lock is taken on connections of its own, core.storage.postgres.locks). One that may
+    be in an unknown state (the caller was cancelled mid-query, the connection broke, a
+    transaction could not end) is closed instead; the next caller opens another."""
+
+    def __init__(
+        self, connect: Callable[[], Awaitable[asyncpg.Connection]], *, max_size: int
+    ) -> None:
+        self._connect = connect
+        self.max_size = max_size
+        self._idle: list[asyncpg.Connection] = []
+        self._size = 0  # connections lent, idle, or being opened
+        self._waiters: deque[asyncio.Future[asyncpg.Connection]] = deque()
+        self._closed = False
+
+    async def acquire(self) -> asyncpg.Connection:
+        if self._closed:
+            raise asyncpg.InterfaceError("the connection pool is closed")
+        while self._idle:
+            conn = self._idle.pop()  # the most recently used: its server process is warm
+            if not conn.is_closed():
+                return conn
+            self._size -= 1
+        if self._size < self.max_size:
+            self._size += 1
+            try:
+                return await self._connect()
+            except BaseException:
+                self._size -= 1
+                self._hand_over(None)
+                raise
+        waiter: asyncio.Future[asyncpg.Connection] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self.release(waiter.result())  # handed over as this caller went away
+            raise
+
+    def release(self, conn: asyncpg.Connection, *, broken: bool = False) -> None:
+        if broken or self._closed or conn.is_closed():
+            self._size -= 1
+            if not conn.is_closed():
+                conn.terminate()
+            self._hand_over(None)
+        else:
+            self._hand_over(conn)
+
+    def _hand_over(self, conn: asyncpg.Connection | None) -> None:
+        """``conn`` to the longest waiting caller, else idle; None (a connection less):
+        the longest waiting caller opens one."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if waiter.done():
+                continue
+            if conn is not None:
+                waiter.set_result(conn)
+                return
+            self._size += 1
+            task = asyncio.ensure_future(self._connect())
+            task.add_done_callback(functools.partial(self._opened, waiter=waiter))
+            return
+        if conn is not None:
+            self._idle.append(conn)
+
+    def _opened(
+        self,
+        done: asyncio.Future[asyncpg.Connection],
+        *,
+        waiter: asyncio.Future[asyncpg.Connection],
+    ) -> None:
+        if done.cancelled() or done.exception() is not None:
+            self._size -= 1
+            if not waiter.done():
+                exc = done.exception() if not done.cancelled() else None
+                waiter.set_exception(exc or asyncpg.InterfaceError("connecting was cancelled"))
+            return
+        conn = done.result()
+        if waiter.done():
+            self.release(conn)
+        else:
+            waiter.set_result(conn)
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        conn = await self.acquire()
+        try:
+            yield conn
+        except (asyncio.CancelledError, TimeoutError, OSError, asyncpg.InterfaceError):
+            # Perhaps mid-query, or the connection is gone: not lent again.
+            self.release(conn, broken=True)
+            raise
+        except BaseException:
+            # The server answered with an error, or the caller's code raised between
+            # queries: the connection is as it was, unless a transaction it was in could
+            # not end.
+            self.release(conn, broken=conn.is_closed() or conn.is_in_transaction())
+            raise
+        self.release(conn)
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        async with self.connection() as conn:
+            rows: list[asyncpg.Record] = await conn.fetch(sql, *args)
+            return rows
+
+    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        async with self.connection() as conn:
+            return await conn.fetchrow(sql, *args)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        async with self.connection() as conn:
+            return await conn.fetchval(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> str:
+        async with self.connection() as conn:
+            status: str = await conn.execute(sql, *args)
+            return status
+
+    async def close(self) -> None:
+        self._closed = True
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(asyncpg.InterfaceError("the connection pool is closed"))
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            try:
+                await conn.close(timeout=2)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+                conn.terminate()
+        self._size -= len(idle)
+
+    def terminate(self) -> None:
+        self._closed = True
+        for conn in self._idle:
+            conn.terminate()
+        self._idle = []
+
+
 class PgDatabase:
     """The pool, opened by :meth:`open`. ``dsn`` is kept only to connect. With
     ``extensions``, a server that lacks one of them is a :class:`StorageError` naming
@@ -78,37 +239,53 @@ class PgDatabase:
         self._vector_schema: str | None = None
         self.min_size = min_size
         self.max_size = max_size
-        self._pool: asyncpg.Pool | None = None
+        self._pool: ConnectionPool | None = None
         # The people this process served, with their node version as read when it was
         # last granted their lock (and as this process's own writes moved it since):
         # what the stores keep of a person is used while it is at this version. Read
         # again with each lock; between two (the reply stored after delivery) the kept
         # rows are the person's as the lock was let go.
         self.serving: dict[str, int] = {}
+        # The user row of each person whose lock was just granted, as the lock's own
+        # statement stored their arrival as the time last seen and read the row back:
+        # the next ensure of that person takes it instead of asking (once; dropped with
+        # the lock and with anything else kept of the person).
+        self.granted_users: dict[str, Mapping[str, Any]] = {}
 
     def __repr__(self) -> str:  # never the DSN
         return f"PgDatabase(open={self._pool is not None})"
 
-    def served(self, owner: str, version: int | None) -> None:
+    def served(
+        self, owner: str, version: int | None, *, user: Mapping[str, Any] | None = None
+    ) -> None:
         """``owner``'s lock was granted with their node version ``version`` (None: no
-        user row yet, nothing is kept of them)."""
+        user row yet, nothing is kept of them) and their user row ``user``."""
         self.serving.pop(owner, None)
+        self.granted_users.pop(owner, None)
+        if user is not None:
+            self.granted_users[owner] = user
         if version is not None:
             if len(self.serving) >= MAX_SERVING:
                 self.serving.pop(next(iter(self.serving)))  # the longest unseen
             self.serving[owner] = version
 
     @property
-    def pool(self) -> asyncpg.Pool:
+    def pool(self) -> ConnectionPool:
         if self._pool is None:
             raise StorageError("database is not open")
         return self._pool
 
-    async def connect(self) -> asyncpg.Connection:
-        """A connection of its own (listening, locks), outside the pool."""
+    async def connect(self, *, wait_for_flush: bool = True) -> asyncpg.Connection:
+        """A connection of its own (listening, locks), outside the pool. Without
+        ``wait_for_flush`` its commits return before the log reaches the disk
+        (``synchronous_commit``): only for writes nothing is acknowledged on."""
+        settings = {} if wait_for_flush else _NO_FLUSH_WAIT
         with translated():
             return await asyncpg.connect(
-                self._dsn, timeout=CONNECT_TIMEOUT_S, command_timeout=COMMAND_TIMEOUT_S
+                self._dsn,
+                timeout=CONNECT_TIMEOUT_S,
+                command_timeout=COMMAND_TIMEOUT_S,
+                server_settings=settings,
             )
 
     async def open(self, migrations: Iterable[Migration]) -> None:
@@ -130,16 +307,16 @@ class PgDatabase:
                 )
         finally:
             await conn.close()
-        with translated():
-            self._pool = await asyncpg.create_pool(
-                self._dsn,
-                min_size=self.min_size,
-                max_size=self.max_size,
-                timeout=CONNECT_TIMEOUT_S,
-                command_timeout=COMMAND_TIMEOUT_S,
-                reset=_keep_session,
-                init=self._init_connection,
-            )
+        self._pool = ConnectionPool(self._pooled, max_size=self.max_size)
+
+    async def _pooled(self) -> asyncpg.Connection:
+        conn = await self.connect()
+        try:
+            await self._init_connection(conn)
+        except BaseException:
+            conn.terminate()
+            raise
+        return conn
 
     async def _require_extensions(self, conn: asyncpg.Connection) -> None:
         """Every extension of ``extensions`` is in the database or can be created there;
@@ -214,7 +391,7 @@ class PgDatabase:
         """A connection in a transaction: committed when the block ends, rolled back
         when it raises (a server that went away meanwhile: nothing was committed)."""
         with translated():
-            async with self.pool.acquire() as conn, conn.transaction():
+            async with self.pool.connection() as conn, conn.transaction():
                 yield conn
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
@@ -232,14 +409,6 @@ class PgDatabase:
     async def execute(self, sql: str, *args: Any) -> str:
         with translated():
             return await self.pool.execute(sql, *args)
-
-
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """What a pooled connection is reset with when it goes back to the pool: nothing.
-    asyncpg's default (RESET ALL, UNLISTEN, advisory locks released...) is a round trip
-    after every query, half of all of them; nothing here leaves session state on a pooled
-    connection (a person's lock taken on one is released, or the connection closed:
-    core.storage.postgres.locks)."""
 
 
 def vector_bytes(vector: Any) -> bytes:

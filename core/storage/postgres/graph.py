@@ -37,7 +37,7 @@ from core.storage.graph_records import (
 from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
 from core.storage.owner_words import search_words
 from core.storage.postgres.changes import CHANNEL, notify
-from core.storage.postgres.database import PgDatabase, affected
+from core.storage.postgres.database import ConnectionPool, PgDatabase, affected
 from core.storage.postgres.nodes import (
     BUMP_VERSION,
     INSERT_NODE,
@@ -653,7 +653,7 @@ class PgGraphStore(GraphStore):
 
     @staticmethod
     async def _edge_rows(
-        conn: asyncpg.Pool | asyncpg.Connection, owner: str, ids: list[str]
+        conn: ConnectionPool | asyncpg.Connection, owner: str, ids: list[str]
     ) -> list[asyncpg.Record]:
         rows: list[asyncpg.Record] = await conn.fetch(
             f"SELECT {_EDGE_COLUMNS} FROM graph_connections"

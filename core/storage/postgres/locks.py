@@ -41,11 +41,12 @@ import asyncpg
 
 from core.storage.errors import StorageError
 from core.storage.postgres.database import LOCK_NAMESPACE, PgDatabase, translated
-from core.storage.records import to_ts
+from core.storage.records import USER_COLUMN_NAMES, to_ts
 
 log = logging.getLogger(__name__)
 
 ARRIVAL_TTL_S = 60.0
+USER_ROW = ", ".join(f"users.{name}" for name in USER_COLUMN_NAMES)
 # How soon a waiting message tries the person's lock again, doubling up to the most.
 RETRY_S = 0.005
 MAX_RETRY_S = 0.05
@@ -59,16 +60,23 @@ _ARRIVE = (
 )
 # Tries the person's lock: NULL when another process holds it; else whether no earlier
 # message of the person is still waiting (registered by a process that is still there).
-# With it, once first, the person's node version, read after the lock was granted
-# (OFFSET 0 keeps the lock's subquery from being merged into the outer one).
+# Once first, the message's arrival is the time the person was last seen, and their user
+# row comes back with it, node version included: an UPDATE acts on the row's latest
+# committed version, whatever the statement's snapshot, so it holds what the previous
+# holder of the lock committed (core.storage.postgres.users.ensure takes the row from
+# here instead of asking again).
 _TRY_FIRST = f"""
-SELECT l.first, CASE WHEN l.first THEN akira_node_version($1) END FROM (
+WITH l AS (
     SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
         SELECT 1 FROM person_arrivals a
         WHERE owner = $1 AND (sent_at, message_no, arrival) < ($2, $3, $4)
           AND at > clock_timestamp() - make_interval(secs => {ARRIVAL_TTL_S})
           AND (a.pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_get_activity(a.pid))))
-    END AS first OFFSET 0) AS l
+    END AS first OFFSET 0),
+seen AS (
+    UPDATE users SET last_seen_at = GREATEST(users.last_seen_at, $2) FROM l
+    WHERE l.first AND users.key = $1 RETURNING users.node_version, {USER_ROW})
+SELECT l.first, seen.* FROM l LEFT JOIN seen ON true
 """
 _UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
 _FORGET = "DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2"
@@ -106,8 +114,12 @@ class _Session:
     async def fetchrow(self, sql: str, *args: object) -> asyncpg.Record:
         async with self.use:
             if self.conn is None or self.conn.is_closed():
-                # A new session: whatever the old one held was released with it.
-                self.conn = await self.db.connect()
+                # A new session: whatever the old one held was released with it. What it
+                # writes is arrivals (an unlogged table: gone with a crash anyway) and the
+                # time a person was last seen, which SQLite too commits in the background
+                # (a crash may lose the latest, never a message): its commits need not
+                # wait for the disk, and the lock's statement does not wait for one.
+                self.conn = await self.db.connect(wait_for_flush=False)
             with translated():
                 row = await self.conn.fetchrow(sql, *args)
         assert row is not None
@@ -116,7 +128,7 @@ class _Session:
     async def fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
         async with self.use:
             if self.conn is None or self.conn.is_closed():
-                self.conn = await self.db.connect()
+                self.conn = await self.db.connect(wait_for_flush=False)
             with translated():
                 rows: list[asyncpg.Record] = await self.conn.fetch(sql, *args)
         return rows
@@ -207,7 +219,10 @@ class PersonLocks:
                 row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
-                    self.db.served(owner, None if row[1] is None else int(row[1]))
+                    if first and row["key"] is not None:
+                        self.db.served(owner, int(row["node_version"]), user=row)
+                    else:
+                        self.db.served(owner, None)
                     break
                 if first is None:
                     self.waits += 1  # another process serves the person
@@ -227,6 +242,7 @@ class PersonLocks:
 
     async def _done(self, session: _Session, owner: str, arrival: int, key: int) -> None:
         """Forget the arrival and let go of the lock."""
+        self.db.granted_users.pop(owner, None)
         try:
             await session.fetchrow(_DONE, owner, arrival, key)
         except _ERRORS as exc:

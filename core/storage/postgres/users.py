@@ -39,14 +39,26 @@ class PgUserStore(UserStore):
     def drop_cached(self, owner: str | None) -> None:
         if owner is None:
             self._profiles.clear()
+            self.db.granted_users.clear()
         else:
             self._profiles.pop(owner, None)
+            self.db.granted_users.pop(owner, None)
 
     async def ensure(
         self, key: str, *, display_name: str | None = None, seen_at: datetime | None = None
     ) -> UserRecord:
         platform, external_id = parse_user_key(key)
         seen = to_ts(seen_at or utcnow())
+        granted = self.db.granted_users.pop(key, None)
+        if (
+            granted is not None
+            and display_name in (None, granted["display_name"])
+            and granted["last_seen_at"] >= seen
+        ):
+            # The person's lock was just granted with this message's time stored as the
+            # time last seen (core.storage.postgres.locks): that row is this one.
+            self._seen(key, granted["profile"])
+            return user_from_row(granted)
         row = await self.db.fetchrow(
             "INSERT INTO users(key, platform, external_id, display_name, created_at,"
             " last_seen_at) VALUES ($1, $2, $3, $4, $5, $5)"

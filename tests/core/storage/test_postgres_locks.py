@@ -1,0 +1,81 @@
+"""A person's lock across processes (core.storage.postgres.locks): the earlier message of
+a person goes first, whichever process registered it and whichever was waiting longer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from core.storage.postgres import PostgresStorage
+from tests.postgres import postgres_database
+
+A = "telegram:1"
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def two() -> AsyncIterator[tuple[PostgresStorage, PostgresStorage]]:
+    async with postgres_database() as dsn:
+        first, second = PostgresStorage(dsn, pool_size=4), PostgresStorage(dsn, pool_size=4)
+        async with first, second:
+            await first.users.ensure(A)
+            yield first, second
+
+
+async def test_the_earlier_message_goes_first_whichever_process_has_it(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, second = two
+    order: list[str] = []
+    holding = asyncio.Event()
+    release = asyncio.Event()
+
+    async def serve(store: PostgresStorage, name: str, minutes: int) -> None:
+        async with store.serving(A, sent_at=T0 + timedelta(minutes=minutes), message_id=name):
+            order.append(name)
+            if name == "2":
+                holding.set()
+                await release.wait()
+
+    holder = asyncio.create_task(serve(first, "2", 2))
+    await holding.wait()
+    # Both wait while "2" is served: "3" in the holder's process, "1" (sent earlier,
+    # registered later) in the other's.
+    later = asyncio.create_task(serve(first, "3", 3))
+    await asyncio.sleep(0.05)
+    earlier = asyncio.create_task(serve(second, "1", 1))
+    await asyncio.sleep(0.05)
+    assert order == ["2"]
+    release.set()
+    await asyncio.wait_for(asyncio.gather(holder, later, earlier), 10)
+    assert order == ["2", "1", "3"]
+    assert first.locks.yielded >= 1  # "3" was granted the lock and let "1" go first
+    assert await first.db.fetchval("SELECT count(*) FROM person_arrivals") == 0
+
+
+async def test_the_lock_stores_the_time_seen_and_hands_ensure_the_current_user_row(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, second = two
+    # Another process changed the person's profile while nobody served them.
+    await second.users.change_profile_with(A, lambda profile: profile.update(pet="Thor"))
+    at = datetime.now(UTC) + timedelta(days=1)
+    async with first.serving(A, sent_at=at, message_id="7"):
+        assert A in first.db.granted_users
+        stored = await first.db.fetchval("SELECT last_seen_at FROM users WHERE key = $1", A)
+        assert stored == at.timestamp()  # stored by the lock's statement
+        user = await first.users.ensure(A, display_name=None, seen_at=at)
+        assert user.profile.get("pet") == "Thor" and user.last_seen_at == at
+        assert A not in first.db.granted_users  # taken once
+        # A new display name is stored as before.
+        renamed = await first.users.ensure(A, display_name="Ana", seen_at=at)
+        assert renamed.display_name == "Ana"
+    assert await first.db.fetchval("SELECT display_name FROM users WHERE key = $1", A) == "Ana"
+    # Not kept beyond the lock, and a person without a user row gets none.
+    assert first.db.granted_users == {}
+    async with first.serving("telegram:2", sent_at=at):
+        assert "telegram:2" not in first.db.granted_users
+        assert (await first.users.ensure("telegram:2", seen_at=at)).last_seen_at == at
