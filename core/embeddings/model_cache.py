@@ -119,7 +119,12 @@ def cached(
             write(value, staging)
             manifest = _manifest(staging, key)
             (staging / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-            os.rename(staging, folder)  # another process may have won: theirs is kept
+            try:
+                os.rename(staging, folder)
+            except OSError:
+                if not folder.is_dir():
+                    raise
+                shutil.rmtree(staging, ignore_errors=True)  # another process wrote it first
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
