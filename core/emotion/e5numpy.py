@@ -27,7 +27,7 @@ import numpy as np
 QK = 32
 # The tokenizer's tables (E5Weights.tables): pieces, longest piece, normalisation map,
 # the unknown character's score.
-Tables = tuple[dict[str, tuple[int, float]], int, dict[str, str], float]
+Tables = tuple[dict[str, tuple[int, float] | tuple[()]], int, dict[str, str], float]
 META = "\u2581"  # SentencePiece metaspace
 Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 LAYER_TENSORS = (
@@ -140,7 +140,8 @@ class E5Weights:
 
     @property
     def tables(self) -> Tables:
-        """The tokenizer's tables: pieces (piece -> id, score), the longest piece's
+        """The tokenizer's tables: pieces (piece -> id, score; the starts of pieces that
+        are not pieces themselves -> ``()``, where the walk goes on), the longest piece's
         length, the normalisation map and the score of an unknown character (plain
         dicts, strings and numbers: marshal can store them)."""
         return self.pieces, self.longest_piece, self.norm, self.unk_score
@@ -214,7 +215,9 @@ class E5Weights:
             stop = min(n, i + longest)
             for e in range(i + 1, stop + 1):
                 hit = pieces.get(text[i:e])
-                if hit is not None:
+                if hit is None:  # no piece starts so: none goes on from here
+                    break
+                if hit:
                     score = base + hit[1]
                     if score > best[e]:
                         best[e] = score
@@ -248,15 +251,18 @@ def _read_tables(
     p += 4 * n_pieces
     blob = bytes(buf[p : p + bloblen])
     unk_score = float(scores.min()) - 10.0
-    pieces: dict[str, tuple[int, float]] = {}
+    pieces: dict[str, tuple[int, float] | tuple[()]] = {}
     longest = 1
     for i in range(n_pieces):
         a, b = int(offs[i]), int(offs[i + 1])
         if b == a or i == unk:
             continue
         piece = blob[a:b].decode("utf-8", errors="surrogateescape")
-        if piece not in pieces:  # e5.c's hash table finds the first of duplicates
+        if not pieces.get(piece):  # e5.c's hash table finds the first of duplicates
             pieces[piece] = (i, float(np.float32(scores[i])))
+        for end in range(1, len(piece)):
+            # A start of a piece, which the tokenizer's walk goes on from: ``()``.
+            pieces.setdefault(piece[:end], ())
         longest = max(longest, len(piece))
     q = norm_at
     norm: dict[str, str] = {}
