@@ -36,6 +36,9 @@ PRECISIONS = ("q4", "int8")
 # forward output, whose input (GELU's output: a few large values among many small ones)
 # loses too much when a whole tensor shares one 8-bit scale.
 INT8_PRODUCTS = ("q", "ao", "fi")
+# A batch's texts are run together while the longest is at most this much longer than
+# the shortest (tokens): the padding then costs less than another call.
+PAD_RATIO, PAD_SLACK = 1.25, 4
 CACHE_FORMAT = 1  # of the model cache's entry; the code's checksum is in its key too
 
 
@@ -100,7 +103,9 @@ class E5Model:
             for start in range(0, max(len(content), 1), window):
                 segments.append(content[start : start + window])
                 owner.append(index)
-        pooled = self._forward(segments)
+        pooled = np.zeros((len(segments), self.dim), dtype=np.float64)
+        for group in _by_length(segments):
+            pooled[group] = self._forward([segments[i] for i in group])
         weights = np.array([max(len(s), 1) for s in segments], dtype=np.float64)
         out = np.zeros((len(texts), self.dim), dtype=np.float64)
         np.add.at(out, owner, pooled * weights[:, None])
@@ -123,6 +128,21 @@ class E5Model:
         (hidden,) = self._session.run(None, {"x": x.astype(np.float32), "mask": bias})
         counts = mask.sum(axis=1, keepdims=True).astype(np.float64)
         return np.asarray((hidden * mask[:, :, None]).sum(axis=1), dtype=np.float64) / counts
+
+
+def _by_length(segments: list[list[int]]) -> list[list[int]]:
+    """The segments' indices in groups of similar lengths, each group one call: a batch
+    is padded to its longest text, and the padding costs as much as the text (a batch of
+    chat messages of mixed lengths cost more CPU a text than one call each)."""
+    order = sorted(range(len(segments)), key=lambda i: len(segments[i]))
+    groups: list[list[int]] = []
+    shortest = 0
+    for i in order:
+        if not groups or len(segments[i]) > shortest * PAD_RATIO + PAD_SLACK:
+            groups.append([])
+            shortest = len(segments[i])
+        groups[-1].append(i)
+    return groups
 
 
 def _q4_as_nbits(rows: np.ndarray, n_out: int, n_in: int) -> tuple[np.ndarray, np.ndarray]:

