@@ -131,6 +131,6 @@ def cached(
         for old in base.glob(f"{name}-*"):
             if old != folder and old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
-    except OSError as exc:
+    except Exception as exc:  # a full disk, or state a new package version cannot store
         log.warning("could not cache %s in %s (%s): it is rebuilt at every start", name, base, exc)
     return value

@@ -83,3 +83,15 @@ def json_key(entry: Path) -> str:
     import json
 
     return str(json.loads((entry / "manifest.json").read_text())["key"])
+
+
+def test_what_the_cache_cannot_store_is_only_not_cached(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def write(value: object, folder: Path) -> None:
+        raise TypeError("state marshal cannot hold")
+
+    with caplog.at_level(logging.WARNING):
+        value = model_cache.cached("odd", "k", lambda: 42, write, lambda f: 0, root_dir=tmp_path)
+    assert value == 42 and "could not cache odd" in caplog.text
+    assert list(tmp_path.iterdir()) == []  # no half-written entry left behind
