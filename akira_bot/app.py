@@ -18,7 +18,7 @@ from akira_bot.plugins import Plugin, PluginRef, resolve_all, set_up
 from akira_bot.settings import Settings
 from akira_bot.storage import build_storage
 from core.commands import CommandRouter, CommandStage
-from core.embeddings import Embedder, build_embedder
+from core.embeddings import Embedder, build_embedder, model_cache
 from core.engine import Engine
 from core.llm import LLMProvider, build_provider
 from core.memory import ConversationMemory, PlainMemory
@@ -94,7 +94,10 @@ def build_memory(
 
     if embedder is None:
         embedder = build_embedder(
-            settings.embedding.backend, settings.embedding.model, settings.embedding.runtime
+            settings.embedding.backend,
+            settings.embedding.model,
+            settings.embedding.runtime,
+            settings.embedding.precision,
         )
     return GraphMemory(storage, embedder)
 
@@ -148,10 +151,15 @@ def build_engine(
     the configured ones (tests, embedding a bot in another program), ``plugins`` are set
     up after the ones the settings name."""
     resolved = resolve_plugins(settings, plugins)
+    # Before any model loads: where they keep what they derive from their packages.
+    model_cache.set_root(settings.model_cache_dir)
     storage = build_storage(settings)
     if embedder is None and settings.memory.graph:
         embedder = build_embedder(
-            settings.embedding.backend, settings.embedding.model, settings.embedding.runtime
+            settings.embedding.backend,
+            settings.embedding.model,
+            settings.embedding.runtime,
+            settings.embedding.precision,
         )
     if llm is None:
         llm = build_provider(settings.llm, cache_dir=settings.data_dir / "models")

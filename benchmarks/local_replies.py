@@ -248,12 +248,25 @@ def _extra_paths() -> list[str]:
 
 
 def first_reply_s(
-    data_dir: Path, backend: str, *, repo: Path = REPO, typing_delay_s: float = 0.0
+    data_dir: Path,
+    backend: str,
+    *,
+    repo: Path = REPO,
+    typing_delay_s: float = 0.0,
+    cache_dir: Path | None = None,
+    bytecode: bool = False,
 ) -> float:
     """Seconds to the first line ``akira-bot chat`` (default settings, this backend, the
     code in ``repo``) prints: from its start, or, with ``typing_delay_s``, from the
-    moment the person's line is written, that long after the start (a person typing)."""
+    moment the person's line is written, that long after the start (a person typing).
+    ``cache_dir``: the models' cache (AKIRA_CACHE_DIR), kept between starts whose data
+    folders differ; ``bytecode``: Python may write and read its bytecode caches (as an
+    installed package's are), whatever PYTHONDONTWRITEBYTECODE says here."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AKIRA_")}
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if cache_dir is not None:
+        env["AKIRA_CACHE_DIR"] = str(cache_dir)
     env.update(
         {
             "AKIRA_DATA_DIR": str(data_dir),

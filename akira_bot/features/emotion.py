@@ -41,7 +41,10 @@ def build_detector_from_settings(
         else:
             if embedder is None:
                 embedder = build_embedder(
-                    settings.embedding.backend, settings.embedding.model, settings.embedding.runtime
+                    settings.embedding.backend,
+                    settings.embedding.model,
+                    settings.embedding.runtime,
+                    settings.embedding.precision,
                 )
             if not weights_fit(embedder):
                 kind, embedder = "classifier", None

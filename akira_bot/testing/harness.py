@@ -107,6 +107,10 @@ class BotTester:
 
     def _cleanup(self) -> None:
         if self._tmp is not None:
+            from core.embeddings import model_cache
+
+            if model_cache.root() == Path(self._tmp.name) / "cache":
+                model_cache.set_root(None)  # the folder goes: nothing more is cached there
             self._tmp.cleanup()
             self._tmp = None
 

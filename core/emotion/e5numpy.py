@@ -25,6 +25,9 @@ from pathlib import Path
 import numpy as np
 
 QK = 32
+# The tokenizer's tables (E5Weights.tables): pieces, longest piece, normalisation map,
+# the unknown character's score.
+Tables = tuple[dict[str, tuple[int, float] | tuple[()]], int, dict[str, str], float]
 META = "\u2581"  # SentencePiece metaspace
 Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 LAYER_TENSORS = (
@@ -92,7 +95,9 @@ class Config:
 class E5Weights:
     """The parsed model file: config, tokenizer tables and (lazily) float32 weights."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, tables: Tables | None = None) -> None:
+        """``tables``: the tokenizer's tables as :attr:`tables` gave them for this file
+        (a cache of them), instead of reading them again (~0.7 s of CPU)."""
         self.path = Path(path)
         with self.path.open("rb") as handle:
             self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
@@ -109,36 +114,13 @@ class E5Weights:
         p += 20
         (bloblen,) = struct.unpack_from("<Q", buf, p)
         p += 8
-        offs = np.frombuffer(buf, dtype="<u4", count=n_pieces + 1, offset=p)
-        p += 4 * (n_pieces + 1)
-        scores = np.frombuffer(buf, dtype="<f4", count=n_pieces, offset=p).astype(np.float64)
-        p += 4 * n_pieces
-        blob = bytes(buf[p : p + bloblen])
-        p += bloblen
-        self.unk_score = float(scores.min()) - 10.0
-        pieces: dict[str, tuple[int, float]] = {}
-        longest = 1
-        for i in range(n_pieces):
-            a, b = int(offs[i]), int(offs[i + 1])
-            if b == a or i == self.unk:
-                continue
-            piece = blob[a:b].decode("utf-8", errors="surrogateescape")
-            if piece not in pieces:  # e5.c's hash table finds the first of duplicates
-                pieces[piece] = (i, float(np.float32(scores[i])))
-            longest = max(longest, len(piece))
-        self.pieces = pieces
-        self.longest_piece = longest
+        tables_at = p
+        p += 4 * (n_pieces + 1) + 4 * n_pieces + bloblen
         n_norm, nm_bytes = struct.unpack_from("<iI", buf, p)
         p += 8
-        q = p
-        norm: dict[str, str] = {}
-        for _ in range(n_norm):
-            cp, count = struct.unpack_from("<IB", buf, q)
-            q += 5
-            outs = struct.unpack_from(f"<{count}I", buf, q)
-            q += 4 * count
-            norm[chr(cp)] = "".join(chr(c) for c in outs)
-        self.norm = norm
+        if tables is None:
+            tables = _read_tables(buf, tables_at, n_pieces, bloblen, self.unk, n_norm, p)
+        self.pieces, self.longest_piece, self.norm, self.unk_score = tables
         p += nm_bytes
         (ndir,) = struct.unpack_from("<i", buf, p)
         p += 4
@@ -155,6 +137,14 @@ class E5Weights:
             self.directory[name] = (dtype, n, off, nbytes)
         del buf
         self._norm_table = str.maketrans(self.norm) if self.norm else None
+
+    @property
+    def tables(self) -> Tables:
+        """The tokenizer's tables: pieces (piece -> id, score; the starts of pieces that
+        are not pieces themselves -> ``()``, where the walk goes on), the longest piece's
+        length, the normalisation map and the score of an unknown character (plain
+        dicts, strings and numbers: marshal can store them)."""
+        return self.pieces, self.longest_piece, self.norm, self.unk_score
 
     # ------------------------------------------------------------------ tensors
     def raw(self, name: str) -> np.ndarray:
@@ -225,7 +215,9 @@ class E5Weights:
             stop = min(n, i + longest)
             for e in range(i + 1, stop + 1):
                 hit = pieces.get(text[i:e])
-                if hit is not None:
+                if hit is None:  # no piece starts so: none goes on from here
+                    break
+                if hit:
                     score = base + hit[1]
                     if score > best[e]:
                         best[e] = score
@@ -248,6 +240,39 @@ class E5Weights:
         """``<s> prefix+text </s>`` ids, content cut to the model's window."""
         content = self.tokenize(prefix + text)[: self.config.max_positions - 2]
         return [self.bos, *content, self.eos]
+
+
+def _read_tables(
+    buf: memoryview, p: int, n_pieces: int, bloblen: int, unk: int, n_norm: int, norm_at: int
+) -> Tables:
+    offs = np.frombuffer(buf, dtype="<u4", count=n_pieces + 1, offset=p)
+    p += 4 * (n_pieces + 1)
+    scores = np.frombuffer(buf, dtype="<f4", count=n_pieces, offset=p).astype(np.float64)
+    p += 4 * n_pieces
+    blob = bytes(buf[p : p + bloblen])
+    unk_score = float(scores.min()) - 10.0
+    pieces: dict[str, tuple[int, float] | tuple[()]] = {}
+    longest = 1
+    for i in range(n_pieces):
+        a, b = int(offs[i]), int(offs[i + 1])
+        if b == a or i == unk:
+            continue
+        piece = blob[a:b].decode("utf-8", errors="surrogateescape")
+        if not pieces.get(piece):  # e5.c's hash table finds the first of duplicates
+            pieces[piece] = (i, float(np.float32(scores[i])))
+        for end in range(1, len(piece)):
+            # A start of a piece, which the tokenizer's walk goes on from: ``()``.
+            pieces.setdefault(piece[:end], ())
+        longest = max(longest, len(piece))
+    q = norm_at
+    norm: dict[str, str] = {}
+    for _ in range(n_norm):
+        cp, count = struct.unpack_from("<IB", buf, q)
+        q += 5
+        outs = struct.unpack_from(f"<{count}I", buf, q)
+        q += 4 * count
+        norm[chr(cp)] = "".join(chr(c) for c in outs)
+    return pieces, longest, norm, unk_score
 
 
 def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:

