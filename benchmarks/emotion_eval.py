@@ -130,6 +130,20 @@ def score(
     return result
 
 
+def save_row(
+    path: Path, text: str, truth: str, base: EmotionReading, judged: EmotionReading | None
+) -> None:
+    """One JSON line: the text, its true label, the classifier's and the judge's readings."""
+    row = {
+        "text": text,
+        "truth": truth,
+        "classifier": [base.label, round(base.score, 4)],
+        "judge": None if judged is None else [judged.label, judged.score],
+    }
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def evaluate_judge(
     fallback: EmotionDetector,
     provider_config: LLMConfig,
@@ -154,15 +168,19 @@ def evaluate_judge(
         latencies: list[float] = []
         judge = LLMJudge(provider, timeout_s=timeout_s)
 
-        async def timed(text: str) -> EmotionReading | None:
+        async def timed(i: int) -> EmotionReading | None:
             start = time.perf_counter()
+            judged = None
             try:
-                return await judge.judge(text)
+                judged = await judge.judge(texts[i])
+                return judged
             finally:
                 latencies.append((time.perf_counter() - start) * 1000)
+                if save_to is not None:  # row by row: an interrupted run keeps what it had
+                    save_row(save_to, texts[i], truth[i], base[i], judged)
 
         try:
-            calls = [functools.partial(timed, text) for text in texts]
+            calls = [functools.partial(timed, i) for i in range(len(texts))]
             return await gather_bounded(calls, concurrency), latencies, judge
         finally:
             await provider.close()
@@ -180,16 +198,6 @@ def evaluate_judge(
     )
     tie_breaker["judge_below"] = judge_below
     tie_breaker["asked"] = sum(unsure)
-    if save_to is not None:
-        with save_to.open("a", encoding="utf-8") as out:
-            for text, t, b, j in zip(texts, truth, base, judged, strict=True):
-                row = {
-                    "text": text,
-                    "truth": t,
-                    "classifier": [b.label, round(b.score, 4)],
-                    "judge": None if j is None else [j.label, j.score],
-                }
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
     result["judge"] = {
         "endpoint": provider_config.resolved_base_url(),
         "model": provider_config.resolved_model(),

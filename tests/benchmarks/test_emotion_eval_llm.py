@@ -68,10 +68,11 @@ def test_the_judge_is_scored_with_the_classifier_where_it_fails(tmp_path: Path) 
     assert tie["asked"] == 3 and tie["judge_below"] == 2.0
     assert tie["per_label"]["feliz"]["recall"] == 1.0
     assert ours["judge"]["classifier"]["n"] == 3
-    rows = [json.loads(line) for line in saved.read_text(encoding="utf-8").splitlines()]
-    assert [r["truth"] for r in rows] == ["agressivo", "feliz", "neutro"]
-    assert rows[0]["judge"] == ["agressivo", 0.8] and rows[2]["judge"] is None
-    assert rows[2]["classifier"][0] in ("agressivo", "feliz", "triste", "confuso", "neutro")
+    lines = saved.read_text(encoding="utf-8").splitlines()
+    rows = {r["truth"]: r for r in map(json.loads, lines)}  # written as each answer comes
+    assert len(lines) == 3 and set(rows) == {"agressivo", "feliz", "neutro"}
+    assert rows["agressivo"]["judge"] == ["agressivo", 0.8] and rows["neutro"]["judge"] is None
+    assert rows["neutro"]["classifier"][0] in ("agressivo", "feliz", "triste", "confuso", "neutro")
 
 
 def test_the_tie_breaker_leaves_confident_readings_alone(tmp_path: Path) -> None:
