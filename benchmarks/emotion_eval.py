@@ -8,7 +8,11 @@ and, for Portuguese files, the share of neutral messages read as agressivo.
 
 ``--detector llm --llm-base-url URL [--llm-model NAME]``: the LLM judge
 (:mod:`core.emotion.llm_judge`) at any OpenAI-compatible endpoint (key from
-``AKIRA_LLM__API_KEY``), the shipped classifier answering where it fails.
+``AKIRA_LLM__API_KEY``), the shipped classifier answering where it fails. The same
+judgements also give the tie-breaker's figures (``judge.tie_breaker``: the judge's reading
+only where the classifier scored under ``--judge-below``, as the pipeline does with an
+``openai`` provider), and ``--save-judgements FILE`` keeps each row's two readings (JSON
+lines) for later analysis.
 
 Files are TSVs whose header names ``text`` and ``label`` columns. The defaults are the
 held-out dev files in ``shared/data`` (never used for training).
@@ -126,6 +130,20 @@ def score(
     return result
 
 
+def save_row(
+    path: Path, text: str, truth: str, base: EmotionReading, judged: EmotionReading | None
+) -> None:
+    """One JSON line: the text, its true label, the classifier's and the judge's readings."""
+    row = {
+        "text": text,
+        "truth": truth,
+        "classifier": [base.label, round(base.score, 4)],
+        "judge": None if judged is None else [judged.label, judged.score],
+    }
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def evaluate_judge(
     fallback: EmotionDetector,
     provider_config: LLMConfig,
@@ -135,9 +153,13 @@ def evaluate_judge(
     *,
     concurrency: int,
     timeout_s: float,
+    judge_below: float = 0.5,
+    save_to: Path | None = None,
 ) -> dict[str, object]:
     """The ``llm`` detector: every text judged by the endpoint (``concurrency`` requests
-    at a time), the classifier's reading where the judge failed. Latency = per request."""
+    at a time), the classifier's reading where the judge failed. Latency = per request.
+    ``tie_breaker``: the same judgements used only where the classifier's score is under
+    ``judge_below`` (the other rows keep the classifier's reading)."""
     base = fallback.detect_many(texts)
 
     async def run() -> tuple[list[EmotionReading | None], list[float], LLMJudge]:
@@ -146,15 +168,19 @@ def evaluate_judge(
         latencies: list[float] = []
         judge = LLMJudge(provider, timeout_s=timeout_s)
 
-        async def timed(text: str) -> EmotionReading | None:
+        async def timed(i: int) -> EmotionReading | None:
             start = time.perf_counter()
+            judged = None
             try:
-                return await judge.judge(text)
+                judged = await judge.judge(texts[i])
+                return judged
             finally:
                 latencies.append((time.perf_counter() - start) * 1000)
+                if save_to is not None:  # row by row: an interrupted run keeps what it had
+                    save_row(save_to, texts[i], truth[i], base[i], judged)
 
         try:
-            calls = [functools.partial(timed, text) for text in texts]
+            calls = [functools.partial(timed, i) for i in range(len(texts))]
             return await gather_bounded(calls, concurrency), latencies, judge
         finally:
             await provider.close()
@@ -162,6 +188,16 @@ def evaluate_judge(
     judged, latencies, judge = asyncio.run(run())
     readings = [combine(b, j) for b, j in zip(base, judged, strict=True)]
     result = score("llm", readings, truth, portuguese, latencies)
+    unsure = [b.score < judge_below for b in base]
+    tie_breaker = score(
+        "classifier+judge",
+        [combine(b, j if u else None) for b, j, u in zip(base, judged, unsure, strict=True)],
+        truth,
+        portuguese,
+        [],
+    )
+    tie_breaker["judge_below"] = judge_below
+    tie_breaker["asked"] = sum(unsure)
     result["judge"] = {
         "endpoint": provider_config.resolved_base_url(),
         "model": provider_config.resolved_model(),
@@ -176,6 +212,8 @@ def evaluate_judge(
         )
         if any(j is not None for j in judged)
         else None,
+        "classifier": score("classifier", base, truth, portuguese, []),
+        "tie_breaker": tie_breaker,
     }
     return result
 
@@ -208,6 +246,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--llm-timeout", type=float, default=20.0, help="seconds a request")
     parser.add_argument(
+        "--judge-below",
+        type=float,
+        default=0.5,
+        help="llm: the tie-breaker's figures judge the rows the classifier scored under this",
+    )
+    parser.add_argument(
+        "--save-judgements",
+        type=Path,
+        default=None,
+        help="llm: append each row's classifier and judge readings here (JSON lines)",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        help="evaluate a fixed random sample of N rows of each file (seed 0), after --limit",
+    )
+    parser.add_argument(
         "--embedding-backend", default=None, help="default: the one the classifier was trained on"
     )
     parser.add_argument("--embedding-model", default=None)
@@ -225,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         "--embedding-cache",
         type=Path,
         default=None,
-        help="classifier only: look query vectors up in this training cache first "
+        help="classifier and llm: look query vectors up in this training cache first "
         "(training.emotion.embedcache; quality figures only, latency then means nothing)",
     )
     args = parser.parse_args(argv)
@@ -249,8 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             timeout_s=args.llm_timeout,
         )
     if args.embedding_cache is not None:
-        if args.detector != "classifier":
-            parser.error("--embedding-cache works with --detector classifier only")
+        if args.detector not in ("classifier", "llm"):
+            parser.error("--embedding-cache works with --detector classifier or llm only")
         detector: EmotionDetector = cached_classifier(
             args.weights or DEFAULT_WEIGHTS, args.embedding_cache
         )
@@ -268,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = read_labelled_tsv(path)
         if args.limit:
             rows = rows[: args.limit]
+        if args.sample and args.sample < len(rows):
+            keep = np.random.default_rng(0).choice(len(rows), args.sample, replace=False)
+            rows = [rows[i] for i in sorted(keep.tolist())]
         texts = [r.text for r in rows]
         truth = [r.label for r in rows]
         portuguese = is_portuguese_file(path)
@@ -281,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                 portuguese,
                 concurrency=args.llm_concurrency,
                 timeout_s=args.llm_timeout,
+                judge_below=args.judge_below,
+                save_to=args.save_judgements,
             )
             if llm_config is not None
             else evaluate(detector, texts, truth, portuguese)

@@ -368,6 +368,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="train and score on the Portuguese rows only (a probe: the shared heads then see Portuguese alone)",
     )
     parser.add_argument("--cap", type=float, default=HyperParams().max_neutral_as_aggressive_pt)
+    parser.add_argument(
+        "--bag",
+        action="store_true",
+        help="also score each recipe over the seeds' components averaged (a bag of heads: "
+        "each row's out-of-fold logits still come from models that never saw it)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     args.work_dir.mkdir(parents=True, exist_ok=True)
@@ -380,6 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if recipe.startswith(("pt_blend", "stack")):
             needed |= {f"pt_{pt_kind}", "pt_ngram"}
     report: dict[str, object] = {"args": {k: str(v) for k, v in vars(args).items()}}
+    by_seed: list[dict[str, dict[str, np.ndarray]]] = []
     for seed in args.seeds:
         fold = np.random.default_rng(seed).integers(0, HyperParams().folds, len(data.labels))
         comps = {
@@ -387,8 +394,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in [*SHARED, *PORTUGUESE]
             if name in needed
         }
+        by_seed.append(comps)
         report[str(seed)] = {r: run_recipe(r, data, comps, args.cap, seed) for r in args.recipes}
         log.info("seed %d: %s", seed, json.dumps(report[str(seed)]))
+    if args.bag and len(by_seed) > 1:
+        bagged = {
+            name: {k: np.mean([c[name][k] for c in by_seed], axis=0) for k in by_seed[0][name]}
+            for name in by_seed[0]
+        }
+        report["bag"] = {
+            r: run_recipe(r, data, bagged, args.cap, args.seeds[0]) for r in args.recipes
+        }
+        log.info("bag of seeds %s: %s", args.seeds, json.dumps(report["bag"]))
     print(json.dumps(report, indent=1))
     return 0
 
