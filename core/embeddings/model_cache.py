@@ -51,12 +51,10 @@ def key_of(*parts: object) -> str:
     return hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def file_sha256(path: Path) -> str:
+    """The file's sha256, read afresh (a cache entry's files can be rewritten)."""
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _manifest(folder: Path, key: str) -> dict[str, object]:
@@ -65,7 +63,7 @@ def _manifest(folder: Path, key: str) -> dict[str, object]:
         size = path.stat().st_size
         files[path.name] = {
             "size": size,
-            **({"sha256": _sha256(path)} if size <= CHECKSUM_LIMIT else {}),
+            **({"sha256": file_sha256(path)} if size <= CHECKSUM_LIMIT else {}),
         }
     return {"key": key, "files": files}
 
@@ -79,7 +77,7 @@ def _intact(folder: Path, key: str) -> bool:
             path = folder / name
             if path.stat().st_size != expected["size"]:
                 return False
-            if "sha256" in expected and _sha256(path) != expected["sha256"]:
+            if "sha256" in expected and file_sha256(path) != expected["sha256"]:
                 return False
         return True
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

