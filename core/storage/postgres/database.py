@@ -43,7 +43,10 @@ MAX_SERVING = 100_000  # people whose node version this process remembers
 # PostgreSQL's own choice of plans is kept (a custom plan for a prepared statement's
 # first executions, generic after when it looks as good): forcing generic plans saved
 # planning, but a full-text search of a person with far more nodes than most then walked
-# all their nodes (185 ms against 4.7, docs/storage.md).
+# all their nodes (docs/storage.md).
+
+# For the lock's own connections (Database.connect): they write only what nothing is
+# acknowledged on (arrivals, last seen), so their commits need not wait for the disk.
 _NO_FLUSH_WAIT = {"synchronous_commit": "off"}
 
 # What a driver raises when the server is gone, restarting or unreachable.
