@@ -350,11 +350,17 @@ class GraphStore(OwnedData):
             return []
         return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None)
 
-    @abstractmethod
     async def second_vectors(
         self, owner: str, model: str, node_ids: Sequence[str]
     ) -> dict[str, np.ndarray]:
-        """The ``model`` vectors of those of ``node_ids`` that have one."""
+        """The ``model`` vectors of those of ``node_ids`` that have one. From the owner's
+        kept matrix, loaded if need be: the search that follows reads it anyway, and it
+        holds every one of the owner's (it is dropped on any change it does not see), so
+        what it lacks, no node has."""
+        vectors = await self._second_vectors(owner, model)
+        if vectors is None:
+            return {}
+        return {i: vectors.matrix[vectors.index[i]] for i in node_ids if i in vectors.index}
 
     @abstractmethod
     async def text_search(

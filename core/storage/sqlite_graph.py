@@ -72,6 +72,7 @@ from core.storage.vector_cache import (
     SecondVectors,
     as_vector,
     blob,
+    second_matrix,
 )
 
 # Kept importable from here (they moved to their own modules).
@@ -433,21 +434,12 @@ class SQLiteGraphStore(GraphStore):
             ).fetchall()
 
         rows, raced = await self._second_loads.load(owner, self.db.run(read, write=False))
-        vectors = _second_matrix(rows)
+        vectors = second_matrix(
+            [(i, np.frombuffer(v, dtype=np.float32), d, ts, sc) for i, v, d, ts, sc in rows]
+        )
         if vectors is not None and not raced:
             self._second.keep(owner, model, vectors)
         return vectors
-
-    async def second_vectors(
-        self, owner: str, model: str, node_ids: Sequence[str]
-    ) -> dict[str, np.ndarray]:
-        # From the owner's matrix, loaded (and kept) if need be: the search that follows
-        # reads it anyway, and it holds every one of the owner's (it is dropped on any
-        # change it does not see), so what it lacks, no node has.
-        vectors = await self._second_vectors(owner, model)
-        if vectors is None:
-            return {}
-        return {i: vectors.matrix[vectors.index[i]] for i in node_ids if i in vectors.index}
 
     def _evict(self) -> None:
         while self._cached_rows > self.max_cached_rows and len(self._cache) > 1:
@@ -686,19 +678,6 @@ class SQLiteGraphStore(GraphStore):
         self._drop(owner)
         self._documents.pop(owner, None)
         return removed
-
-
-def _second_matrix(rows: Sequence[Any]) -> OwnerVectors | None:
-    """Rows (node id, vector bytes, dim, time, scope), oldest first, as a matrix; rows of
-    another size than the first are left out (a second model's dimension is its own)."""
-    if not rows:
-        return None
-    dim = int(rows[0][2])
-    vectors = OwnerVectors(dim, capacity=len(rows) + 64)
-    for node_id, vector, size, ts, scope in rows:
-        if int(size) == dim:
-            vectors.append(node_id, np.frombuffer(vector, dtype=np.float32), ts, scope)
-    return vectors
 
 
 def _read_edges(raw: sqlite3.Connection, owner: str, node_ids: Sequence[str]) -> list[Edge]:

@@ -233,6 +233,19 @@ class OwnerVectors:
         return self.matrix.nbytes + (self.codes.nbytes if self.codes is not None else 0)
 
 
+def second_matrix(rows: Sequence[tuple[str, np.ndarray, int, float, str]]) -> OwnerVectors | None:
+    """Rows (node id, vector, dim, time, scope), oldest first, as a matrix; rows of another
+    size than the first are left out (a second model's dimension is its own)."""
+    if not rows:
+        return None
+    dim = int(rows[0][2])
+    vectors = OwnerVectors(dim, capacity=len(rows) + 64)
+    for node_id, vector, size, ts, scope in rows:
+        if int(size) == dim:
+            vectors.append(node_id, as_vector(vector), ts, scope)
+    return vectors
+
+
 class SecondVectors:
     """Each recently searched owner's second vectors (one second model: another encoder's
     vector of the same nodes, core.memory.graph), as :class:`OwnerVectors` (no edges: the

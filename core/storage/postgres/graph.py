@@ -53,7 +53,7 @@ from core.storage.records import (
     node_from_row,
     to_ts,
 )
-from core.storage.vector_cache import OwnerVectors, SecondVectors, as_vector
+from core.storage.vector_cache import OwnerVectors, SecondVectors, as_vector, second_matrix
 
 _EDGE_COLUMNS = EDGE_COLUMNS
 # $1-$14 the node (core.storage.postgres.nodes.node_args), $15 the vector or NULL,
@@ -553,26 +553,10 @@ class PgGraphStore(GraphStore):
             owner,
             model,
         )
-        if not rows:
-            return None
-        dim = int(rows[0]["dim"])
-        vectors = OwnerVectors(dim, capacity=len(rows) + 64)
-        for row in rows:
-            if int(row["dim"]) == dim:
-                vectors.append(row["node_id"], as_vector(row["vector"]), row["ts"], row["scope"])
-        self._second.keep(owner, model, vectors)
+        vectors = second_matrix([tuple(row) for row in rows])
+        if vectors is not None:
+            self._second.keep(owner, model, vectors)
         return vectors
-
-    async def second_vectors(
-        self, owner: str, model: str, node_ids: Sequence[str]
-    ) -> dict[str, np.ndarray]:
-        # From the owner's matrix, loaded (and kept) if need be: the search that follows
-        # reads it anyway, and it holds every one of the owner's (it is dropped on any
-        # change it does not see), so what it lacks, no node has.
-        vectors = await self._second_vectors(owner, model)
-        if vectors is None:
-            return {}
-        return {i: vectors.matrix[vectors.index[i]] for i in node_ids if i in vectors.index}
 
     def _moved_without_node(self, owner: str, version: int) -> None:
         cached = self._cache.get(owner)
