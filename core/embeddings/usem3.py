@@ -109,8 +109,9 @@ def _file_sha256(path: Path) -> str:
 
 
 # The package keeps its state in plain attributes: its tokenizer and normaliser (dicts,
-# lists, bytes: marshal reads them back 3-4x faster than they are built), and its
-# backend's numpy arrays (the 65 MB embedding table as an .npy read through mmap).
+# lists, bytes: marshal reads them back faster than the package builds them), and its
+# backend's numpy arrays (the embedding table, by far the largest, as an .npy read
+# through mmap, so a start maps it instead of inflating it).
 _ARRAY_TYPECODE = "f"
 
 
