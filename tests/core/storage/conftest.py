@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from core.storage import SQLiteStorage
+from core.storage.postgres import PostgresStorage
 from core.storage.records import MemoryNode, NodeType
+from tests.postgres import postgres_database
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -41,3 +43,17 @@ async def storage(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterat
         for owner in getattr(request.module, "OWNERS", ()):
             await store.users.ensure(owner)
         yield store
+
+
+@pytest.fixture
+async def two_processes(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[tuple[PostgresStorage, PostgresStorage]]:
+    """Two storages on one PostgreSQL database of their own, as two bot processes share
+    one; the test module's ``OWNERS`` already users."""
+    async with postgres_database() as dsn:
+        first, second = PostgresStorage(dsn, pool_size=4), PostgresStorage(dsn, pool_size=4)
+        async with first, second:
+            for owner in getattr(request.module, "OWNERS", ()):
+                await first.users.ensure(owner)
+            yield first, second

@@ -5,7 +5,7 @@ while the other holds the lock; one process alone reads them from memory."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,9 +14,9 @@ import pytest
 from core.storage.postgres import PostgresStorage
 from core.storage.records import MemoryNode, NodeType
 from tests.core.storage.contract.test_contract import MODEL, unit
-from tests.postgres import postgres_database
 
 A = "telegram:1"
+OWNERS = [A]
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 
 
@@ -34,14 +34,13 @@ def turn(node_id: str, minutes: float) -> MemoryNode:
 
 
 @pytest.fixture
-async def two() -> AsyncIterator[tuple[PostgresStorage, PostgresStorage]]:
-    async with postgres_database() as dsn:
-        first, second = PostgresStorage(dsn, pool_size=4), PostgresStorage(dsn, pool_size=4)
-        async with first, second:
-            await first.users.ensure(A)
-            await first.graph.check_model(MODEL, 8)
-            await second.graph.check_model(MODEL, 8)
-            yield first, second
+async def two(
+    two_processes: tuple[PostgresStorage, PostgresStorage],
+) -> tuple[PostgresStorage, PostgresStorage]:
+    first, second = two_processes
+    await first.graph.check_model(MODEL, 8)
+    await second.graph.check_model(MODEL, 8)
+    return first, second
 
 
 async def ids(store: PostgresStorage) -> list[str]:

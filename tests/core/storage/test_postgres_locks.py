@@ -4,31 +4,19 @@ a person goes first, whichever process registered it and whichever was waiting l
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from core.storage.postgres import PostgresStorage
-from tests.postgres import postgres_database
 
 A = "telegram:1"
+OWNERS = [A]
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-async def two() -> AsyncIterator[tuple[PostgresStorage, PostgresStorage]]:
-    async with postgres_database() as dsn:
-        first, second = PostgresStorage(dsn, pool_size=4), PostgresStorage(dsn, pool_size=4)
-        async with first, second:
-            await first.users.ensure(A)
-            yield first, second
-
-
 async def test_the_earlier_message_goes_first_whichever_process_has_it(
-    two: tuple[PostgresStorage, PostgresStorage],
+    two_processes: tuple[PostgresStorage, PostgresStorage],
 ) -> None:
-    first, second = two
+    first, second = two_processes
     order: list[str] = []
     holding = asyncio.Event()
     release = asyncio.Event()
@@ -57,9 +45,9 @@ async def test_the_earlier_message_goes_first_whichever_process_has_it(
 
 
 async def test_the_lock_stores_the_time_seen_and_hands_ensure_the_current_user_row(
-    two: tuple[PostgresStorage, PostgresStorage],
+    two_processes: tuple[PostgresStorage, PostgresStorage],
 ) -> None:
-    first, second = two
+    first, second = two_processes
     # Another process changed the person's profile while nobody served them.
     await second.users.change_profile_with(A, lambda profile: profile.update(pet="Thor"))
     at = datetime.now(UTC) + timedelta(days=1)
