@@ -37,7 +37,7 @@ from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
 from core.memory.query import QueryConfig, followed_up, plan_query, thread_priors
-from core.memory.search import GraphSearcher, SearchConfig
+from core.memory.search import GraphSearcher, SearchConfig, turn_factor
 from core.memory.tags import Tagger
 from core.storage.api import GraphStore, Storage
 from core.storage.records import MemoryNode, NodeType, to_ts
@@ -496,9 +496,7 @@ class GraphMemory(ConversationMemory):
         """What the person said outweighs what the bot answered (derived from it) and
         the questions they asked (which state nothing about them)."""
         cfg = self.config.query
-        if node.type is NodeType.AKIRA_RESPONSE:
-            return cfg.bot_factor
-        return cfg.question_factor if node.content.rstrip().endswith("?") else 1.0
+        return turn_factor(node, cfg.bot_factor, cfg.question_factor)
 
     async def get_context(
         self, node_id: str, owner: str, depth: int = 1, scopes: Sequence[str] | None = None

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from core.memory.connections import seed_range
 from core.memory.entities import extract_entities
 from core.memory.tags import STOP_WORDS
 from core.storage.api import GraphStore, NodeStore
-from core.storage.records import MemoryNode, to_ts
+from core.storage.records import MemoryNode, NodeType, to_ts
 
 CENTRE_REUSE = 32  # searches served by one computed centroid of a person
 CENTRE_CACHE = 1024  # people whose centroid is kept (oldest dropped first)
@@ -97,6 +98,22 @@ class SearchConfig:
     # lists only). For searches outside a conversation (the CLI, HTTP, LoCoMo); the
     # conversational recall passes its own (QueryConfig.second_weight). 0: not searched.
     second_weight: float = 0.0
+    # Turn kinds in searches outside a conversation (a conversational recall passes its
+    # own ``adjust``): the bot's replies are derived from what the person said and the
+    # person's questions state nothing about them, so a found reply counts x
+    # ``reply_factor`` and a question x ``question_factor`` against a statement (the
+    # conversational recall's factors). Chosen leave-one-conversation-out on LoCoMo dev
+    # (on in every fold; docs/recall.md). Off: every row counts alike.
+    turn_kinds: bool = True
+    reply_factor: float = 0.7
+    question_factor: float = 0.6
+
+
+def turn_factor(node: MemoryNode, reply: float, question: float) -> float:
+    """How much a found row counts by what kind of turn it is (a statement: 1)."""
+    if node.type is NodeType.AKIRA_RESPONSE:
+        return reply
+    return question if node.content.rstrip().endswith("?") else 1.0
 
 
 @dataclass(slots=True)
@@ -276,12 +293,15 @@ class GraphSearcher:
         ``1 - weight + weight * exp(-age / constant)``, its age counted from ``at``.
         ``seed_scale`` scales the query's own seeds (a message that says little finds
         little by itself; its priors should count more). ``adjust``: a factor per
-        candidate node (e.g. what kind of turn it is), applied with the time priors.
+        candidate node, applied with the time priors (None: by kind of turn, when
+        ``turn_kinds``).
         ``diversity``: the MMR weight for this search (None: the configured one).
         ``second``: (model, the query's vector of that second encoder, its list's weight)."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
+        if adjust is None and cfg.turn_kinds:
+            adjust = partial(turn_factor, reply=cfg.reply_factor, question=cfg.question_factor)
         excluded = set(exclude_ids)
         # Excluded nodes (the message being answered, turns already in the prompt) are
         # not returned but still lead somewhere: seeds may include them.
