@@ -5,10 +5,11 @@
 
 Portuguese and English: today/yesterday/tomorrow, weekdays (with "last"/"next", "passado"/
 "que vem"; a bare weekday is the next one in a statement, the last one in a question about
-the past), last/this/next week, weekend, month and year, "N days ago", month names, "dia
-12", "15 de abril", "April 15", "12/04", and the holidays people date things by (Christmas,
-New Year, Carnival and Easter, whose dates move with Easter). Each found expression becomes
-a :class:`Span`; ``future`` says it lies after the message (an announced event).
+the past), last/this/next week, month and year (a bare "week" measures time, it names
+none), weekend, "N days ago", month names, "dia 12", "15 de abril", "April 15", "12/04",
+and the holidays people date things by (Christmas, New Year, Carnival and Easter, whose
+dates move with Easter). Each found expression becomes a :class:`Span`; ``future`` says it
+lies after the message (an announced event).
 """
 
 from __future__ import annotations
@@ -232,6 +233,10 @@ def _resolve(name: str, m: re.Match[str], at: datetime, today: date, past: bool)
     if name == "tomorrow":
         return _span(today + DAY, 1, at, text)
     direction = _direction(m) if name in ("weekday", "weekend", "week", "month", "year") else 0
+    if name in ("week", "month", "year") and not (m.group("pre") or m.group("post")):
+        # A bare unit measures time, it does not place it: "this takes a week", "once a
+        # month", "o ano todo". Only "last/this/next week" (passada, que vem, essa) is one.
+        return None
     if name == "weekday":
         if m.group("wd") in _ORDINAL_WEEKDAYS and not _is_weekday(m):
             return None

@@ -72,3 +72,15 @@ def test_portuguese_ordinals_are_not_weekdays() -> None:
 def test_timeless_text_names_nothing() -> None:
     assert spans("I may go to the store", FRIDAY) == []
     assert spans("gosto de vinho branco", FRIDAY) == []
+
+
+def test_a_bare_week_month_or_year_measures_time_and_names_none() -> None:
+    # "this takes a week" is a length, not last/this/next week: no window for it.
+    assert spans("this takes a week to heal", FRIDAY) == []
+    assert spans("vou pagar o curso por mês", FRIDAY) == []
+    assert spans("I see her twice a year", FRIDAY) == []
+    assert spans("o ano todo foi corrido", FRIDAY) == []
+    # With last/this/next (passada, essa, que vem) it still is one.
+    assert first("essa semana foi puxada")[0] == date(2026, 4, 27)
+    assert first("this month")[0] == date(2026, 5, 1)
+    assert first("ano passado")[0] == date(2025, 1, 1)
