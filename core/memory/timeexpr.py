@@ -5,11 +5,12 @@
 
 Portuguese and English: today/yesterday/tomorrow, weekdays (with "last"/"next", "passado"/
 "que vem"; a bare weekday is the next one in a statement, the last one in a question about
-the past), last/this/next week, month and year (a bare "week" measures time, it names
-none), weekend, "N days ago", month names, "dia 12", "15 de abril", "April 15", "12/04",
-and the holidays people date things by (Christmas, New Year, Carnival and Easter, whose
-dates move with Easter). Each found expression becomes a :class:`Span`; ``future`` says it
-lies after the message (an announced event).
+the past; a plural one, "on Mondays", is a habit, not a date), last/this/next week, month
+and year (a bare "week" measures time, it names none), weekend, "N days ago", month names,
+"dia 12", "15 de abril", "April 15", "12/04", and the holidays people date things by
+(Christmas, New Year, Carnival and Easter, whose dates move with Easter). Each found
+expression becomes a :class:`Span`; ``future`` says it lies after the message (an announced
+event).
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         (
             "weekday",
             rf"\b(?:(?P<pre>{_LAST}|{_NEXT}|this|essa|esta|nesta|nessa)\s+)?"
-            rf"(?P<wd>{_WD})(?:s)?(?:-feira|\s+feira)?(?:\s+(?P<post>{_LAST}|{_NEXT}))?\b",
+            rf"(?P<wd>{_WD})(?P<plural>s)?(?:-feiras?|\s+feiras?)?"
+            rf"(?:\s+(?P<post>{_LAST}|{_NEXT}))?\b",
         ),
         (
             "weekend",
@@ -240,6 +242,8 @@ def _resolve(name: str, m: re.Match[str], at: datetime, today: date, past: bool)
     if name == "weekday":
         if m.group("wd") in _ORDINAL_WEEKDAYS and not _is_weekday(m):
             return None
+        if m.group("plural"):
+            return None  # "on Mondays", "às segundas": a habit, not a day
         wd = _WEEKDAYS[m.group("wd")]
         back = (today.weekday() - wd) % 7 or 7  # the last one strictly before today
         ahead = (wd - today.weekday()) % 7 or 7

@@ -84,3 +84,13 @@ def test_a_bare_week_month_or_year_measures_time_and_names_none() -> None:
     assert first("essa semana foi puxada")[0] == date(2026, 4, 27)
     assert first("this month")[0] == date(2026, 5, 1)
     assert first("ano passado")[0] == date(2025, 1, 1)
+
+
+def test_a_plural_weekday_is_a_habit_not_a_date() -> None:
+    assert spans("I swim on Mondays", FRIDAY) == []
+    assert spans("às segundas eu tenho inglês", FRIDAY) == []
+    assert spans("aos sábados a gente vai pra feira", FRIDAY) == []
+    assert spans("terças e quintas-feiras tenho aula", FRIDAY) == []
+    # One day is still a day.
+    assert first("on Monday I swim")[0] == date(2026, 5, 4)
+    assert first("no sábado a gente vai pra feira")[0] == date(2026, 5, 2)
