@@ -98,6 +98,10 @@ class SearchConfig:
     # lists only). For searches outside a conversation (the CLI, HTTP, LoCoMo); the
     # conversational recall passes its own (QueryConfig.second_weight). 0: not searched.
     second_weight: float = 0.0
+    # The second list searches the person's newest rows only: it helps with what a chat
+    # line says in other words, and beyond 10k rows its matrix would cost more than the
+    # rest of the search together. None: all of them.
+    second_newest: int | None = 10_000
     # Turn kinds in searches outside a conversation (a conversational recall passes its
     # own ``adjust``): the bot's replies are derived from what the person said and the
     # person's questions state nothing about them, so a found reply counts x
@@ -318,7 +322,13 @@ class GraphSearcher:
             await asyncio.sleep(0)  # let it hand its query to the database thread first
             if second is not None and second_weight > 0:
                 second_hits = await self.graph.second_search(
-                    owner, second[0], second[1], k=cfg.seed_k, scopes=scopes, at=at
+                    owner,
+                    second[0],
+                    second[1],
+                    k=cfg.seed_k,
+                    scopes=scopes,
+                    at=at,
+                    newest=cfg.second_newest,
                 )
             if query_vector is not None:
                 centring = cfg.centre_weight > 0

@@ -338,17 +338,20 @@ class GraphStore(OwnedData):
         scopes: Sequence[str] | None = None,
         exclude: Iterable[str] = (),
         at: datetime | None = None,
+        newest: int | None = None,
     ) -> list[tuple[str, float]]:
         """Top-k (node id, cosine) of the owner's nodes by their ``model`` vectors (nodes
-        without one are not found here), in memory on every backend. A query of another
-        dimension finds nothing: the second list is a help, never a reason to fail."""
+        without one are not found here), in memory on every backend; with ``newest``,
+        among the owner's ``newest`` latest rows only (a cost bound, as in
+        :meth:`vector_search`). A query of another dimension finds nothing: the second
+        list is a help, never a reason to fail."""
         if k <= 0 or (scopes is not None and not scopes):
             return []
         vectors = await self._second_vectors(owner, model)
         query = as_vector(vector)
         if vectors is None or query.shape[0] != vectors.dim:
             return []
-        return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None)
+        return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None, newest=newest)
 
     async def second_vectors(
         self, owner: str, model: str, node_ids: Sequence[str]

@@ -206,6 +206,9 @@ async def test_second_vectors_per_owner_model_scope_and_time_and_forgotten(
     assert {h for h, _ in early} == {"s1", "s2"}
     excluded = await graph.second_search(A, "use", unit(11, 12), k=5, exclude=["s2"])
     assert {h for h, _ in excluded} == {"s1", "s3"}
+    # Bounded to the newest rows (by time): the best match s1 is older than the last two.
+    newest = await graph.second_search(A, "use", unit(10, 12), k=5, newest=2)
+    assert {h for h, _ in newest} == {"s2", "s3"}
     # Written after the first search (the kept matrix grows), and read back by id.
     assert await graph.add_second_vectors("use", [("s5", A, unit(16, 12))]) == 1
     hits = await graph.second_search(A, "use", unit(16, 12), k=1)
