@@ -66,6 +66,12 @@ _ISO = re.compile(r"^(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})$")
 _NUMERIC = re.compile(r"^(?P<a>\d{1,2})[/.](?P<b>\d{1,2})(?:[/.](?P<y>\d{2}|\d{4}))?$")
 # Words around a named time that change nothing: "until the end of next week".
 _FILLER = {"o", "a", "os", "as", "the", "de", "do", "da", "of", "end", "fim", "final", "on"}
+# "the end of the month", "fim do mês": the article names the current one (a bare "month"
+# names no time for the resolver: "once a month").
+_END_OF_THE = re.compile(
+    r"^(?:the\s+|o\s+)?(?:end|fim|final)\s+(?:of\s+the|do|da)\s+"
+    r"(?P<unit>week|month|year|semana|mes|ano)$"
+)
 
 
 class MemoryOptionError(ValueError):
@@ -219,6 +225,9 @@ def parse_until(text: str, at: datetime) -> datetime | None:
     numeric = _NUMERIC.match(text)
     if numeric:
         return _numeric_date(numeric, at)
+    end_of = _END_OF_THE.match(fold(text).lower())
+    if end_of:
+        text = f"this {end_of['unit']}"
     found = spans(text, at, past=False)
     if len(found) != 1:
         return None

@@ -337,6 +337,11 @@ def test_until_reads_iso_numeric_and_named_dates() -> None:
     assert parse_until("o Natal", at) == midnight(2025, 12, 27)
     assert parse_until("the end of next week", at) == midnight(2025, 6, 9)  # weeks start Monday
     assert parse_until("she calls", at) is None
+    # "the end of the month" is this one's end (T0 is in June 2025; weeks start Monday).
+    assert parse_until("end of the month", at) == midnight(2025, 7, 1)
+    assert parse_until("fim do mês", at) == midnight(2025, 7, 1)
+    assert parse_until("the end of the week", at) == midnight(2025, 6, 2)
+    assert parse_until("end of the year", at) == midnight(2026, 1, 1)
     text, options = split_options("!alta viagem: Porto #viagem", at)
     assert (text, options.priority, options.expires_at) == ("viagem: Porto #viagem", "high", None)
     text, options = split_options("trip: Porto until 2026-12-31 #travel", at)
