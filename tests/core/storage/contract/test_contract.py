@@ -149,6 +149,11 @@ async def test_graph_vectors_edges_and_isolation(storage: Storage) -> None:
     assert await graph.edges(B, ["g2"]) == []
     assert await graph.tag_candidates(A, ["music", "violin"]) == {"g1": (1, 1), "g2": (2, 2)}
     assert await graph.tag_candidates(B, ["music"]) == {}
+    assert await graph.tags_and_entities(A, ["music", "violin", "music"], ["nobody"]) == (
+        {"g1": (1, 1), "g2": (2, 2)},
+        {},
+    )
+    assert await graph.tags_and_entities(A, ["violin"], [], per_tag=1) == ({"g2": (1, 2)}, {})
     latest = await graph.latest_node(A, at=T0 + timedelta(minutes=2))
     assert latest is not None and latest[0] == "g2"
     prev = await graph.previous_in_chat(A, "c1", at=T0 + timedelta(minutes=3), since=T0, limit=2)
@@ -272,6 +277,12 @@ async def test_entity_postings_by_owner_scope_and_time_and_forgotten(storage: St
     before = T0 + timedelta(minutes=1)
     assert await graph.entity_mentions(A, ["julia"], at=before) == {"julia": ["e2", "e1"]}
     assert await graph.entity_mentions(B, ["julia", "floripa"]) == {"julia": ["e4"]}
+    # Asked together with tag postings, the same answers (one statement on PostgreSQL).
+    assert await graph.tags_and_entities(
+        A, ["nothing"], ["julia", "julia", "nobody", "rel:sister"], per_entity=2, at=before
+    ) == ({}, {"julia": ["e2", "e1"], "rel:sister": ["e1"]})
+    assert await graph.tags_and_entities(A, [], []) == ({}, {})
+    assert await graph.tags_and_entities(A, [], ["julia"], per_entity=0) == ({}, {})
     # A forgotten person's mentions go, and only theirs.
     await storage.forget_owner(A)
     assert await graph.entity_mentions(A, ["julia", "rel:sister"]) == {}
@@ -486,3 +497,4 @@ async def test_concurrent_profile_changes_from_two_processes_lose_nothing(
     storage.drop_cached(A)
     user = await storage.users.get(A)
     assert user is not None and user.profile["count"] == 20
+
