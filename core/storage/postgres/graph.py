@@ -736,6 +736,7 @@ class PgGraphStore(GraphStore):
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
+        await self.db.nodes_read(owner)
         rows = await self.db.fetch(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ANY($1::text[]) AND owner = $2",
             ids,
