@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.storage.postgres import PostgresStorage
+from core.storage.profile_records import ProfileCount
 from core.storage.records import MemoryNode, NodeType
 
 A = "telegram:1"
@@ -73,3 +74,21 @@ async def test_background_writes_ride_on_the_release_and_the_next_holder_sees_th
         (again,) = await first.nodes.recent(A, limit=1)
         assert again.emotion == "alegria"
 
+
+async def test_the_counters_an_addition_returns_answer_the_next_read_under_that_lock(
+    two_processes: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, second = two_processes
+    work = ProfileCount("topic", "work", 1.0, 1.0, T0)
+    async with first.serving(A, sent_at=T0):
+        await first.profiles.add(A, [work])
+        # Another process adds between: the read answers as if it came first.
+        await second.profiles.add(A, [ProfileCount("topic", "food", 1.0, 1.0, T0)])
+        assert [(c.name, c.total) for c in await first.profiles.counters(A)] == [("work", 1.0)]
+        # Once: the next read asks.
+        assert [c.name for c in await first.profiles.counters(A)] == ["food", "work"]
+        await first.profiles.add(A, [work])
+    # Not beyond the lock.
+    await second.profiles.add(A, [work])
+    totals = [(c.name, c.total) for c in await first.profiles.counters(A)]
+    assert totals == [("food", 1.0), ("work", 3.0)]
