@@ -25,7 +25,7 @@ from datetime import timedelta
 
 import numpy as np
 
-from core.memory.entities import extract_entities
+from core.memory.entities import Mentions, extract_entities
 from core.storage.api import GraphStore, NodeStore
 from core.storage.records import Connection, MemoryNode
 
@@ -116,8 +116,45 @@ class ConnectionDetector:
             else similarity_threshold(model)
         )
 
+    async def links(
+        self, node: MemoryNode, vector: np.ndarray | None
+    ) -> tuple[list[Connection], list[str]]:
+        """:meth:`detect`'s connections then :meth:`entity_links`'s (those not already
+        there), and the entity keys to store as postings: the tags' and the entities'
+        earlier postings read together (GraphStore.tags_and_entities)."""
+        cfg = self.config
+        mentions = extract_entities(node.content) if cfg.entities else None
+        keys = [*mentions.definite, *mentions.tentative] if mentions else []
+        candidates, earlier = await self.graph.tags_and_entities(
+            node.owner,
+            node.tags,
+            keys,
+            per_tag=cfg.tag_per_tag,
+            per_entity=cfg.entity_common,
+            at=node.timestamp,
+        )
+        connections = await self._detect(node, vector, candidates)
+        entities, links = self._entity_links(node, mentions, earlier)
+        if links:
+            known = {(c.node_id, c.relation_type) for c in connections}
+            connections += [c for c in links if (c.node_id, c.relation_type) not in known]
+        return connections, entities
+
     async def detect(self, node: MemoryNode, vector: np.ndarray | None) -> list[Connection]:
         """Connections from ``node`` (not stored yet) to earlier nodes of its owner."""
+        candidates = (
+            await self.graph.tag_candidates(node.owner, node.tags, per_tag=self.config.tag_per_tag)
+            if node.tags
+            else None
+        )
+        return await self._detect(node, vector, candidates)
+
+    async def _detect(
+        self,
+        node: MemoryNode,
+        vector: np.ndarray | None,
+        candidates: dict[str, tuple[int, int]] | None,
+    ) -> list[Connection]:
         cfg = self.config
         found: dict[tuple[str, str], Connection] = {}
 
@@ -138,11 +175,6 @@ class ConnectionDetector:
         latest_any = await self.graph.latest_node(node.owner, at=node.timestamp, exclude=node.id)
         latest_same = await self.graph.latest_node(
             node.owner, at=node.timestamp, exclude=node.id, node_type=node.type.value
-        )
-        candidates = (
-            await self.graph.tag_candidates(node.owner, node.tags, per_tag=cfg.tag_per_tag)
-            if node.tags
-            else None
         )
         if target is not None and target.id != node.id:
             add(
@@ -211,15 +243,21 @@ class ConnectionDetector:
         edges to the latest earlier nodes naming them. A tentative name (a capital at
         the start of a sentence) counts only when the person named it before."""
         cfg = self.config
-        if not cfg.entities:
-            return [], []
-        mentions = extract_entities(node.content)
+        mentions = extract_entities(node.content) if cfg.entities else None
         if not mentions:
             return [], []
         keys = [*mentions.definite, *mentions.tentative]
         earlier = await self.graph.entity_mentions(
             node.owner, keys, per_entity=cfg.entity_common, at=node.timestamp
         )
+        return self._entity_links(node, mentions, earlier)
+
+    def _entity_links(
+        self, node: MemoryNode, mentions: Mentions | None, earlier: dict[str, list[str]]
+    ) -> tuple[list[str], list[Connection]]:
+        cfg = self.config
+        if not mentions:
+            return [], []
         named = [*mentions.definite, *(t for t in mentions.tentative if t in earlier)]
         shared: dict[str, list[str]] = {}
         order: dict[str, int] = {}  # how recent a candidate is among its entity's mentions

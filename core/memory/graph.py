@@ -272,11 +272,7 @@ class GraphMemory(ConversationMemory):
     ) -> bool:
         extra = self.tagger.tags(node.content, vector)
         node.tags = list(dict.fromkeys([*node.tags, *extra]))[: max(5, len(node.tags))]
-        connections = await self.detector.detect(node, vector)
-        entities, links = await self.detector.entity_links(node)
-        if links:
-            known = {(c.node_id, c.relation_type) for c in connections}
-            connections += [c for c in links if (c.node_id, c.relation_type) not in known]
+        connections, entities = await self.detector.links(node, vector)
         stored = await self.graph.add_node(
             node,
             vector=vector,

@@ -274,6 +274,28 @@ class GraphStore(OwnedData):
         until = to_ts(at) if at is not None else math.inf
         return await self._entity_mentions(owner, unique, per_entity, allowed, until)
 
+    async def tags_and_entities(
+        self,
+        owner: str,
+        tags: Sequence[str],
+        entities: Sequence[str],
+        *,
+        per_tag: int = 50,
+        per_entity: int = 50,
+        at: datetime | None = None,
+    ) -> tuple[dict[str, tuple[int, int]], dict[str, list[str]]]:
+        """:meth:`tag_candidates` of ``tags`` and :meth:`entity_mentions` of ``entities``
+        (every scope, at or before ``at``) together: what a new node links to by its
+        tags and its entities. A backend where each question is a round trip asks both
+        at once."""
+        candidates = await self.tag_candidates(owner, tags, per_tag=per_tag) if tags else {}
+        mentions = (
+            await self.entity_mentions(owner, entities, per_entity=per_entity, at=at)
+            if entities
+            else {}
+        )
+        return candidates, mentions
+
     @abstractmethod
     async def _entity_mentions(
         self,

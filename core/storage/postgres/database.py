@@ -30,6 +30,7 @@ import asyncpg
 import numpy as np
 
 from core.storage.errors import StorageError, StorageFullError, StorageUnavailableError
+from core.storage.postgres.pending import FLUSH, PendingWrites
 from core.storage.schema import Migration
 
 log = logging.getLogger(__name__)
@@ -254,6 +255,18 @@ class PgDatabase:
         # the next ensure of that person takes it instead of asking (once; dropped with
         # the lock and with anything else kept of the person).
         self.granted_users: dict[str, Mapping[str, Any]] = {}
+        # The people whose lock this process holds now (how many of their messages),
+        # and their wait=False writes that ride on the lock's release
+        # (core.storage.postgres.pending).
+        self.held: dict[str, int] = {}
+        self.grant: dict[str, int] = {}  # each held person's grant, numbered in turn
+        self._grants = 0
+        self.pending: dict[str, PendingWrites] = {}
+        # Told (owner, what was written, the statement's row or None when it failed)
+        # once pending writes were sent: the stores bring what they keep in line.
+        self.pending_hooks: list[
+            Callable[[str, PendingWrites, Mapping[str, Any] | None], Awaitable[None]]
+        ] = []
 
     def __repr__(self) -> str:  # never the DSN
         return f"PgDatabase(open={self._pool is not None})"
@@ -271,6 +284,57 @@ class PgDatabase:
             if len(self.serving) >= MAX_SERVING:
                 self.serving.pop(next(iter(self.serving)))  # the longest unseen
             self.serving[owner] = version
+
+    def granted(self, owner: str) -> None:
+        """This process was granted ``owner``'s lock (once more)."""
+        self.held[owner] = self.held.get(owner, 0) + 1
+        self._grants += 1
+        self.grant[owner] = self._grants
+
+    def releasing(self, owner: str) -> PendingWrites | None:
+        """This process lets go of ``owner``'s lock: their pending writes, to send with
+        the release, when it was the last of their messages here."""
+        held = self.held.get(owner, 0)
+        if held > 1:
+            self.held[owner] = held - 1
+            return None
+        self.held.pop(owner, None)
+        self.grant.pop(owner, None)
+        return self.pending.pop(owner, None)
+
+    def defers(self, owner: str) -> bool:
+        """Whether a ``wait=False`` write of ``owner`` may wait for their lock's release."""
+        return self.held.get(owner, 0) > 0
+
+    def pending_for(self, owner: str) -> PendingWrites:
+        return self.pending.setdefault(owner, PendingWrites())
+
+    async def nodes_read(self, owner: str) -> None:
+        """Before reading ``owner``'s nodes from PostgreSQL: their pending emotion reads
+        are sent first (a read sees what this process wrote)."""
+        pending = self.pending.get(owner)
+        if pending is not None and pending.emotions:
+            await self.flush_pending(owner)
+
+    async def flush_pending(self, owner: str | None = None) -> None:
+        """Send ``owner``'s pending writes now (None: everyone's)."""
+        owners = list(self.pending) if owner is None else [owner]
+        for key in owners:
+            pending = self.pending.pop(key, None)
+            if pending is None:
+                continue
+            try:
+                row = await self.fetchrow(FLUSH, key, *pending.args())
+            except BaseException:
+                await self.pending_written(key, pending, None)
+                raise
+            await self.pending_written(key, pending, row)
+
+    async def pending_written(
+        self, owner: str, pending: PendingWrites, row: Mapping[str, Any] | None
+    ) -> None:
+        for hook in self.pending_hooks:
+            await hook(owner, pending, row)
 
     @property
     def pool(self) -> ConnectionPool:

@@ -17,6 +17,7 @@ core.storage.postgres.schema)."""
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -90,6 +91,20 @@ edges AS (
 announced AS (SELECT pg_notify($24, $2) FROM node WHERE $23),
 bumped AS ({BUMP_VERSION.format(changed="node")})
 SELECT seq, (SELECT node_version FROM bumped) FROM node, (SELECT count(*) FROM announced) AS a
+"""
+# The latest $3 postings of each tag of $2 (kind 0, with the node's tag count) and the
+# latest $6 of each entity of $4 at or before $5 (kind 1, by the entity's place in $4).
+_TAGS_AND_ENTITIES = """
+SELECT 0 AS kind, 0::bigint AS i, p.node_id, p.ntags, 0::float8 AS ts
+FROM unnest($2::text[]) AS q(tag)
+CROSS JOIN LATERAL (SELECT node_id, ntags FROM graph_tags
+    WHERE owner = $1 AND tag = q.tag ORDER BY ts DESC LIMIT $3) AS p
+UNION ALL
+SELECT 1, q.i, p.node_id, 0, p.ts
+FROM unnest($4::text[]) WITH ORDINALITY AS q(entity, i)
+CROSS JOIN LATERAL (SELECT node_id, ts FROM graph_entities
+    WHERE owner = $1 AND entity = q.entity AND ts <= $5 ORDER BY ts DESC LIMIT $6) AS p
+ORDER BY kind, i, ts DESC
 """
 FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
 FOUND_OWNERS = 256  # people whose vectors found by PostgreSQL's searches are remembered
@@ -325,6 +340,41 @@ class PgGraphStore(GraphStore):
             common, count = found.get(node_id, (0, int(ntags)))
             found[node_id] = (common + 1, count)
         return found
+
+    async def tags_and_entities(
+        self,
+        owner: str,
+        tags: Sequence[str],
+        entities: Sequence[str],
+        *,
+        per_tag: int = 50,
+        per_entity: int = 50,
+        at: datetime | None = None,
+    ) -> tuple[dict[str, tuple[int, int]], dict[str, list[str]]]:
+        tag_list = list(dict.fromkeys(tags))
+        entity_list = list(dict.fromkeys(entities)) if per_entity > 0 else []
+        if not tag_list and not entity_list:
+            return {}, {}
+        # Both questions in one statement (one round trip, one snapshot): each tag's and
+        # each entity's latest postings, as tag_candidates and _entity_mentions read them.
+        rows = await self.db.fetch(
+            _TAGS_AND_ENTITIES,
+            owner,
+            tag_list,
+            per_tag,
+            entity_list,
+            to_ts(at) if at is not None else math.inf,
+            per_entity,
+        )
+        candidates: dict[str, tuple[int, int]] = {}
+        mentions: dict[str, list[str]] = {}
+        for kind, i, node_id, ntags, _ts in rows:
+            if kind == 0:
+                common, count = candidates.get(node_id, (0, int(ntags)))
+                candidates[node_id] = (common + 1, count)
+            else:
+                mentions.setdefault(entity_list[i - 1], []).append(node_id)
+        return candidates, mentions
 
     async def _entity_mentions(
         self,
@@ -686,6 +736,7 @@ class PgGraphStore(GraphStore):
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
+        await self.db.nodes_read(owner)
         rows = await self.db.fetch(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ANY($1::text[]) AND owner = $2",
             ids,

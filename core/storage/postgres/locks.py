@@ -41,6 +41,7 @@ import asyncpg
 
 from core.storage.errors import StorageError
 from core.storage.postgres.database import LOCK_NAMESPACE, PgDatabase, translated
+from core.storage.postgres.pending import writes
 from core.storage.records import USER_COLUMN_NAMES, to_ts
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,14 @@ _FORGET = "DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2"
 _DONE = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
     f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3)"
+)
+# The same with the person's pending writes (core.storage.postgres.pending), written
+# before the lock is let go (the unlock reads what they wrote, so it runs after them).
+_DONE_WRITING = (
+    "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2),"
+    f" {writes(4)} SELECT p.swapped, p.node_version, p.emotions,"
+    f" pg_advisory_unlock({LOCK_NAMESPACE}, $3) AS unlocked"
+    " FROM (SELECT 1) AS one LEFT JOIN person p ON true"
 )
 
 
@@ -219,6 +228,7 @@ class PersonLocks:
                 row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
+                    self.db.granted(owner)
                     if first and row["key"] is not None:
                         self.db.served(owner, int(row["node_version"]), user=row)
                     else:
@@ -241,21 +251,37 @@ class PersonLocks:
             await self._done(session, owner, arrival, key)
 
     async def _done(self, session: _Session, owner: str, arrival: int, key: int) -> None:
-        """Forget the arrival and let go of the lock."""
+        """Forget the arrival, write what waited for the release, let go of the lock."""
         self.db.granted_users.pop(owner, None)
+        pending = self.db.releasing(owner)
+        row = None
         try:
-            await session.fetchrow(_DONE, owner, arrival, key)
+            if pending is None:
+                await session.fetchrow(_DONE, owner, arrival, key)
+            else:
+                row = await session.fetchrow(_DONE_WRITING, owner, arrival, key, *pending.args())
         except _ERRORS as exc:
             # The session is gone (its locks with it) or the server is away (the engine
             # says so, once).
             log.debug("could not release a person's lock (%s)", type(exc).__name__)
             session.drop()  # closing the session lets go of its locks
+            if pending is not None:
+                await self.db.pending_written(owner, pending, None)  # lost, as in a crash
             try:
                 # Its registering connection is still there, so the arrival would hold
                 # the person up until ARRIVAL_TTL_S: forget it on any connection.
                 await self.db.execute(_FORGET, owner, arrival)
             except _ERRORS:
                 pass  # the server is away: it expires
+            return
+        if pending is not None:
+            assert row is not None
+            try:
+                await self.db.pending_written(
+                    owner, pending, row if row["node_version"] is not None else None
+                )
+            except _ERRORS as exc:
+                log.debug("could not store a person's profile again (%s)", type(exc).__name__)
 
     async def close(self) -> None:
         for session in (*self._sessions, self._arrivals.session):

@@ -8,7 +8,7 @@ have been served by another process (docs/storage.md, Caches)."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,7 @@ from core.storage.latest_nodes import (
 )
 from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import PgDatabase, affected
+from core.storage.postgres.pending import PendingWrites
 from core.storage.records import (
     NODE_COLUMNS,
     MemoryNode,
@@ -81,6 +82,7 @@ class PgNodeStore(NodeStore):
         # Told (owner, version) when this process moved a person's version without
         # adding a node (an emotion read): what is kept of their vectors stays current.
         self.moved_without_node: list[Callable[[str, int], None]] = []
+        db.pending_hooks.append(self._pending_written)
 
     async def add(self, node: MemoryNode, *, announce: bool = False) -> bool:
         row = await self.db.fetchrow(_ADD, *node_args(node), announce, CHANNEL)
@@ -128,6 +130,7 @@ class PgNodeStore(NodeStore):
         latest = self._latest.get(owner)
         if latest is None or latest.version != current:
             self.drop_cached(owner)
+            await self.db.nodes_read(owner)
             rows = await self.db.fetch(_LATEST, owner, LATEST_PER_OWNER + 1)
             version = rows[0][0]
             kept = [NodeRow(*row[1:-1]) for row in rows if row["id"] is not None]
@@ -151,6 +154,7 @@ class PgNodeStore(NodeStore):
         return matching(latest, limit, keep, since=since)
 
     async def get(self, owner: str, node_id: str) -> MemoryNode | None:
+        await self.db.nodes_read(owner)
         row = await self.db.fetchrow(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND id = $2", owner, node_id
         )
@@ -160,6 +164,7 @@ class PgNodeStore(NodeStore):
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return []
+        await self.db.nodes_read(owner)
         rows = await self.db.fetch(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND id = ANY($2::text[])",
             owner,
@@ -180,6 +185,7 @@ class PgNodeStore(NodeStore):
         kept = await self.latest_matching(owner, limit, recent_rows(scopes, chat_id, before))
         if kept is not None:
             return [node_from_kept(row) for row in reversed(kept)]
+        await self.db.nodes_read(owner)
         sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1"
         args: list[Any] = [owner]
         if scopes is not None:
@@ -215,26 +221,61 @@ class PgNodeStore(NodeStore):
     async def set_emotion(
         self, owner: str, node_id: str, label: str, score: float, *, wait: bool = True
     ) -> None:
+        if not wait and self.db.defers(owner):
+            # Stored with the release of the person's lock (core.storage.postgres.pending);
+            # the rows kept here say it at once (only this process serves the person
+            # until then), and the version moves when it is stored.
+            self.db.pending_for(owner).emotions[node_id] = (label, score)
+            self._relabel(owner, {node_id: (label, score)})
+            return
+        if owner in self.db.pending:
+            await self.db.flush_pending(owner)
         version = await self.db.fetchval(_SET_EMOTION, node_id, owner, label, score)
         if version is None:
             return
-        for moved in self.moved_without_node:
-            moved(owner, version)
+        self._moved(owner, version, 1)
+        self._relabel(owner, {node_id: (label, score)})
+
+    def _moved(self, owner: str, version: int, by: int) -> None:
+        """This process moved ``owner``'s version to ``version`` by ``by`` emotion reads."""
+        if by == 1:  # else what is kept of their vectors is checked again
+            for moved in self.moved_without_node:
+                moved(owner, version)
         if owner in self.db.serving:
             self.db.serving[owner] = max(self.db.serving[owner], version)
         latest = self._latest.get(owner)
-        if latest is not None and latest.version != version - 1:
+        if latest is not None and latest.version != version - by:
             self.drop_cached(owner)  # another process wrote too: read them again
         elif latest is not None:
             latest.version = version
-            for i, row in enumerate(latest.rows):
-                if row.id == node_id:
-                    latest.rows[i] = row._replace(emotion=label, emotion_score=score)
+
+    def _relabel(self, owner: str, read: dict[str, tuple[str, float]]) -> None:
+        latest = self._latest.get(owner)
+        if latest is None:
+            return
+        for i, row in enumerate(latest.rows):
+            if row.id in read:
+                label, score = read[row.id]
+                latest.rows[i] = row._replace(emotion=label, emotion_score=score)
+
+    async def _pending_written(
+        self, owner: str, pending: PendingWrites, row: Mapping[str, Any] | None
+    ) -> None:
+        if not pending.emotions:
+            return
+        if row is None or not row["emotions"]:
+            self.drop_cached(owner)  # the kept rows say what was not stored
+            return
+        self._moved(owner, int(row["node_version"]), int(row["emotions"]))
+
+    async def settle(self) -> None:
+        await self.db.flush_pending()
 
     async def by_platform_message(self, owner: str, platform_message_id: str) -> MemoryNode | None:
         kept = await self.latest_matching(owner, 1, message_rows(platform_message_id))
         if kept is not None:
             return node_from_kept(kept[0]) if kept else None
+        await self.db.nodes_read(owner)
         row = await self.db.fetchrow(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND platform_message_id = $2"
             " ORDER BY ts DESC, seq DESC LIMIT 1",
@@ -244,6 +285,7 @@ class PgNodeStore(NodeStore):
         return node_from_row(row) if row is not None else None
 
     async def export_owner(self, owner: str) -> Any:
+        await self.db.nodes_read(owner)
         rows = await self.db.fetch(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 ORDER BY ts, seq", owner
         )
@@ -251,6 +293,7 @@ class PgNodeStore(NodeStore):
 
     async def delete_owner(self, owner: str) -> int:
         self.drop_cached(owner)
+        self.db.pending.pop(owner, None)  # nothing of them is written after this
         async with self.db.transaction() as conn:
             removed = affected(await conn.execute("DELETE FROM nodes WHERE owner = $1", owner))
             await notify(conn, owner)

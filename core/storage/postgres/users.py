@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
 from core.storage.api import UserStore
 from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import PgDatabase, affected
+from core.storage.postgres.pending import PendingWrites
 from core.storage.records import USER_COLUMNS, UserRecord, to_ts, user_from_row, user_to_dict
 from core.types import parse_user_key, utcnow
 
@@ -29,6 +30,7 @@ class PgUserStore(UserStore):
         # The profile text each person had when this process last read or wrote it: the
         # first guess of a compare-and-set (a wrong guess costs the read it saves).
         self._profiles: OrderedDict[str, str] = OrderedDict()
+        db.pending_hooks.append(self._pending_written)
 
     def _seen(self, key: str, profile: str) -> None:
         self._profiles[key] = profile
@@ -49,6 +51,8 @@ class PgUserStore(UserStore):
     ) -> UserRecord:
         platform, external_id = parse_user_key(key)
         seen = to_ts(seen_at or utcnow())
+        if key in self.db.pending:
+            await self.db.flush_pending(key)
         granted = self.db.granted_users.pop(key, None)
         if (
             granted is not None
@@ -77,6 +81,8 @@ class PgUserStore(UserStore):
         return user_from_row(row)
 
     async def get(self, key: str) -> UserRecord | None:
+        if key in self.db.pending:
+            await self.db.flush_pending(key)
         row = await self.db.fetchrow(f"SELECT {USER_COLUMNS} FROM users WHERE key = $1", key)
         if row is None:
             return None
@@ -94,8 +100,13 @@ class PgUserStore(UserStore):
         """``edit(profile)`` on the stored profile: the profile as last seen here (else
         read), edited here, stored only if it is still that profile (compare and set);
         when another write got there first, read and edited again. So ``edit`` may run
-        more than once and must only change the profile it is given. Every change waits
-        for its commit (``wait`` is accepted for the protocol's sake)."""
+        more than once and must only change the profile it is given. With ``wait=False``
+        while this process holds the person's lock, the compare-and-set rides on the
+        lock's release (core.storage.postgres.pending); otherwise it is sent now."""
+        if not wait and not announce and self.db.defers(key):
+            return await self._defer(key, edit)
+        if key in self.db.pending:
+            await self.db.flush_pending(key)
         before: str | None = self._profiles.pop(key, None)
         while True:
             if before is None:
@@ -119,8 +130,59 @@ class PgUserStore(UserStore):
                 return result
             before = None
 
+    async def _defer(self, key: str, edit: Callable[[dict[str, Any]], T]) -> T:
+        pending = self.db.pending.get(key)
+        before = pending.after if pending is not None and pending.after is not None else None
+        if before is None:
+            before = self._profiles.get(key)
+        if before is None:
+            before = await self.db.fetchval("SELECT profile FROM users WHERE key = $1", key)
+        if before is None:
+            raise KeyError(key)
+        profile = json.loads(before)
+        result = edit(profile)
+        pending = self.db.pending_for(key)
+        if pending.before is None:
+            pending.before = before
+        pending.after = json.dumps(profile, ensure_ascii=False)
+        pending.edits.append(edit)
+        self._seen(key, pending.after)
+        return result
+
+    async def _pending_written(
+        self, key: str, pending: PendingWrites, row: Mapping[str, Any] | None
+    ) -> None:
+        if pending.after is None:
+            return
+        if row is None:
+            self._profiles.pop(key, None)  # not stored: read it next time
+            return
+        if row["swapped"]:
+            return
+        # Another write changed the profile first (an import, a command elsewhere): the
+        # edits again, on the stored profile.
+        self._profiles.pop(key, None)
+        edits = pending.edits
+
+        def again(profile: dict[str, Any]) -> None:
+            for edit in edits:
+                edit(profile)
+
+        try:
+            await self.change_profile_with(key, again)
+        except KeyError:
+            pass  # forgotten meanwhile: nothing to change
+
     async def set_language(self, key: str, language: str, *, wait: bool = True) -> None:
+        if not wait and self.db.defers(key):
+            self.db.pending_for(key).language = language
+            return
+        if key in self.db.pending:
+            await self.db.flush_pending(key)
         await self.db.execute("UPDATE users SET language = $2 WHERE key = $1", key, language)
+
+    async def settle(self) -> None:
+        await self.db.flush_pending()
 
     async def count(self) -> int:
         return int(await self.db.fetchval("SELECT count(*) FROM users"))
@@ -138,6 +200,7 @@ class PgUserStore(UserStore):
 
     async def delete_owner(self, owner: str) -> int:
         self.drop_cached(owner)
+        self.db.pending.pop(owner, None)  # nothing of them is written after this
         async with self.db.transaction() as conn:
             removed = affected(await conn.execute("DELETE FROM users WHERE key = $1", owner))
             await notify(conn, owner)

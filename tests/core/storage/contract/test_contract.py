@@ -149,6 +149,11 @@ async def test_graph_vectors_edges_and_isolation(storage: Storage) -> None:
     assert await graph.edges(B, ["g2"]) == []
     assert await graph.tag_candidates(A, ["music", "violin"]) == {"g1": (1, 1), "g2": (2, 2)}
     assert await graph.tag_candidates(B, ["music"]) == {}
+    assert await graph.tags_and_entities(A, ["music", "violin", "music"], ["nobody"]) == (
+        {"g1": (1, 1), "g2": (2, 2)},
+        {},
+    )
+    assert await graph.tags_and_entities(A, ["violin"], [], per_tag=1) == ({"g2": (1, 2)}, {})
     latest = await graph.latest_node(A, at=T0 + timedelta(minutes=2))
     assert latest is not None and latest[0] == "g2"
     prev = await graph.previous_in_chat(A, "c1", at=T0 + timedelta(minutes=3), since=T0, limit=2)
@@ -275,6 +280,12 @@ async def test_entity_postings_by_owner_scope_and_time_and_forgotten(storage: St
     before = T0 + timedelta(minutes=1)
     assert await graph.entity_mentions(A, ["julia"], at=before) == {"julia": ["e2", "e1"]}
     assert await graph.entity_mentions(B, ["julia", "floripa"]) == {"julia": ["e4"]}
+    # Asked together with tag postings, the same answers (one statement on PostgreSQL).
+    assert await graph.tags_and_entities(
+        A, ["nothing"], ["julia", "julia", "nobody", "rel:sister"], per_entity=2, at=before
+    ) == ({}, {"julia": ["e2", "e1"], "rel:sister": ["e1"]})
+    assert await graph.tags_and_entities(A, [], []) == ({}, {})
+    assert await graph.tags_and_entities(A, [], ["julia"], per_entity=0) == ({}, {})
     # A forgotten person's mentions go, and only theirs.
     await storage.forget_owner(A)
     assert await graph.entity_mentions(A, ["julia", "rel:sister"]) == {}
@@ -489,3 +500,42 @@ async def test_concurrent_profile_changes_from_two_processes_lose_nothing(
     storage.drop_cached(A)
     user = await storage.users.get(A)
     assert user is not None and user.profile["count"] == 20
+
+
+async def test_background_writes_while_serving_are_stored_for_the_next_holder(
+    opener: Opener, storage: Storage
+) -> None:
+    """Writes made with wait=False while a person is served (on PostgreSQL they ride on
+    the release of the person's lock) are stored for whoever opens the database next,
+    also when another process changed the profile meanwhile; a read before the release
+    sees them."""
+
+    async def stored() -> tuple[dict[str, object], str | None, str | None]:
+        async with opener() as later:
+            user = await later.users.get(A)
+            found = await later.nodes.get(A, "w1")
+            assert user is not None and found is not None
+            return user.profile, user.language, found.emotion
+
+    await storage.nodes.add(node("w1"))
+    async with opener() as other:
+        async with storage.serving(A, sent_at=T0):
+            await storage.users.ensure(A, seen_at=T0)
+            assert await storage.users.change_profile(A, "mood", lambda _: "calma", wait=False)
+            await storage.nodes.set_emotion(A, "w1", "feliz", 0.8, wait=False)
+            await storage.users.set_language(A, "en", wait=False)
+            # An import elsewhere changes the profile before the release.
+            await other.users.change_profile(A, "pet", lambda _: "Thor", announce=True)
+    await storage.users.settle()
+    await storage.nodes.settle()
+    assert await stored() == ({"mood": "calma", "pet": "Thor"}, "en", "feliz")
+    async with storage.serving(A, sent_at=T0 + timedelta(minutes=1)):
+        await storage.users.change_profile(A, "mood", lambda _: "alegre", wait=False)
+        await storage.nodes.set_emotion(A, "w1", "triste", 0.5, wait=False)
+        seen = await storage.users.get(A)  # before the release: its own writes
+        assert seen is not None and seen.profile["mood"] == "alegre"
+        kept = await storage.nodes.get(A, "w1")
+        assert kept is not None and kept.emotion == "triste"
+    await storage.users.settle()
+    await storage.nodes.settle()
+    assert await stored() == ({"mood": "alegre", "pet": "Thor"}, "en", "triste")
