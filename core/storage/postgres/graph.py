@@ -736,13 +736,14 @@ class PgGraphStore(GraphStore):
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
-        await self.db.nodes_read(owner)
         rows = await self.db.fetch(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ANY($1::text[]) AND owner = $2",
             ids,
             owner,
         )
-        return {row["id"]: node_from_row(row) for row in rows}
+        found = {row["id"]: node_from_row(row) for row in rows}
+        self.db.relabelled(owner, found.values())
+        return found
 
     async def connections_of(self, owner: str, node_id: str) -> list[Connection]:
         rows = await self.db.fetch(
