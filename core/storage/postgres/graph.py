@@ -46,7 +46,7 @@ from core.storage.postgres.nodes import (
     PgNodeStore,
     node_args,
 )
-from core.storage.postgres.postings import KeptPostings, OwnerPostings
+from core.storage.postgres.postings import WHOLE_ROWS, KeptPostings, OwnerPostings
 from core.storage.records import (
     EVERY_OWNER,
     Connection,
@@ -122,6 +122,14 @@ CROSS JOIN LATERAL (SELECT node_id, ts FROM graph_entities
     WHERE owner = $1 AND entity = q.entity ORDER BY ts DESC LIMIT $5) AS p
 UNION ALL
 SELECT 2, node_version, NULL, 0, 0 FROM users WHERE key = $1
+"""
+# Every posting of a person, at most $2 of each kind, with their node version (kind 2).
+_WHOLE_POSTINGS = """
+(SELECT 0 AS kind, tag AS key, node_id, ntags, ts FROM graph_tags WHERE owner = $1 LIMIT $2)
+UNION ALL
+(SELECT 1, entity, node_id, 0, ts FROM graph_entities WHERE owner = $1 LIMIT $2)
+UNION ALL
+SELECT 2, node_version::text, NULL, 0, 0 FROM users WHERE key = $1
 """
 FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
 # Postings kept of each tag and entity of a person served: as many as a new node's
@@ -426,8 +434,15 @@ class PgGraphStore(GraphStore):
         serves, what is not kept yet read and kept; None when the kept postings cannot
         tell (an entity asked about before the latest kept of it)."""
         kept = self._postings.get(owner, self.db.serving.get(owner))
-        missing_tags = [t for t in tags if kept is None or t not in kept.tags]
-        missing_entities = [e for e in entities if kept is None or e not in kept.entities]
+        if kept is None:
+            kept = await self._whole_postings(owner)
+            if kept is not None and kept.version == self.db.serving.get(owner):
+                self._postings.keep(owner, kept)
+        complete = kept is not None and kept.complete
+        missing_tags = [t for t in tags if not complete and (kept is None or t not in kept.tags)]
+        missing_entities = [
+            e for e in entities if not complete and (kept is None or e not in kept.entities)
+        ]
         if missing_tags or missing_entities:
             rows = await self.db.fetch(
                 _POSTINGS,
@@ -470,6 +485,28 @@ class PgGraphStore(GraphStore):
         if mentions is None:
             return None
         return kept.candidates(tags, per_tag), mentions
+
+    async def _whole_postings(self, owner: str) -> OwnerPostings | None:
+        """Every posting of a person who has few (None: more than WHOLE_ROWS of a kind,
+        or no user row)."""
+        rows = await self.db.fetch(_WHOLE_POSTINGS, owner, WHOLE_ROWS + 1)
+        versions = [int(key) for kind, key, *_ in rows if kind == 2]
+        tags = [r for r in rows if r[0] == 0]
+        entities = [r for r in rows if r[0] == 1]
+        if not versions or len(tags) > WHOLE_ROWS or len(entities) > WHOLE_ROWS:
+            return None
+        kept = OwnerPostings(versions[0], KEPT_PER_TAG, KEPT_PER_ENTITY, complete=True)
+        for _, tag, node_id, ntags, ts in tags:
+            kept.tags.setdefault(tag, []).append((float(ts), node_id, int(ntags)))
+        for _, entity, node_id, _, ts in entities:
+            kept.entities.setdefault(entity, []).append((float(ts), node_id))
+        for postings in kept.tags.values():
+            postings.sort()
+            del postings[:-KEPT_PER_TAG]
+        for mentions in kept.entities.values():
+            mentions.sort()
+            del mentions[:-KEPT_PER_ENTITY]
+        return kept
 
     async def _entity_mentions(
         self,

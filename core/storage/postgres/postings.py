@@ -3,8 +3,10 @@ their node version holds (as their latest nodes and vectors are, docs/storage.md
 each node stored asks what earlier nodes share its tags and name its entities
 (core.memory.connections), a statement a node otherwise. What is kept of a tag or an
 entity is its latest ``limit`` postings (all of them when it has fewer), brought up to
-date by this process's own writes; one not asked about yet is read from PostgreSQL, with
-the others of that question, and kept from then on."""
+date by this process's own writes. A person with few postings (at most
+:data:`WHOLE_ROWS` of each kind) has all of them read at once: a new node's new words
+then need no question. Otherwise a tag or entity not asked about yet is read from
+PostgreSQL, with the others of that question, and kept from then on."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import bisect
 from collections import OrderedDict
 from collections.abc import Sequence
 
-MAX_KEPT_OWNERS = 2_000  # people whose postings are kept, least recently served dropped
+MAX_KEPT_OWNERS = 2_000
+WHOLE_ROWS = 2_000  # postings of each kind a person may have to be read whole  # people whose postings are kept, least recently served dropped
 
 
 class OwnerPostings:
@@ -20,10 +23,14 @@ class OwnerPostings:
     id, the node's tag count), entity -> (ts, node id); oldest first, the latest
     ``limit`` of each."""
 
-    __slots__ = ("entities", "entity_limit", "tag_limit", "tags", "version")
+    __slots__ = ("complete", "entities", "entity_limit", "tag_limit", "tags", "version")
 
-    def __init__(self, version: int, tag_limit: int, entity_limit: int) -> None:
+    def __init__(
+        self, version: int, tag_limit: int, entity_limit: int, *, complete: bool = False
+    ) -> None:
         self.version = version
+        # Every tag and entity of the person is here: one that is not has no postings.
+        self.complete = complete
         self.tag_limit = tag_limit
         self.entity_limit = entity_limit
         self.tags: dict[str, list[tuple[float, str, int]]] = {}
@@ -33,7 +40,7 @@ class OwnerPostings:
         """As GraphStore.tag_candidates, from what is kept (every tag of ``tags`` is)."""
         found: dict[str, tuple[int, int]] = {}
         for tag in tags:
-            for _, node_id, ntags in self.tags[tag][-per_tag:] if per_tag > 0 else ():
+            for _, node_id, ntags in self.tags.get(tag, [])[-per_tag:] if per_tag > 0 else ():
                 common, count = found.get(node_id, (0, ntags))
                 found[node_id] = (common + 1, count)
         return found
@@ -46,7 +53,7 @@ class OwnerPostings:
         be missing)."""
         found: dict[str, list[str]] = {}
         for entity in entities:
-            kept = self.entities[entity]
+            kept = self.entities.get(entity, [])
             upto = kept[: bisect.bisect_right(kept, (until, "\U0010ffff"))]
             if len(upto) < min(per_entity, len(kept)) and len(kept) >= self.entity_limit:
                 return None
@@ -57,12 +64,14 @@ class OwnerPostings:
     def add(self, ts: float, node_id: str, tags: Sequence[str], entities: Sequence[str]) -> None:
         """A node this process stored: its postings, where the tag or entity is kept."""
         for tag in tags:
-            kept_tag = self.tags.get(tag)
+            kept_tag = self.tags.setdefault(tag, []) if self.complete else self.tags.get(tag)
             if kept_tag is not None:
                 bisect.insort(kept_tag, (ts, node_id, len(tags)))
                 del kept_tag[: -self.tag_limit]
         for entity in entities:
-            kept_entity = self.entities.get(entity)
+            kept_entity = (
+                self.entities.setdefault(entity, []) if self.complete else self.entities.get(entity)
+            )
             if kept_entity is not None:
                 bisect.insort(kept_entity, (ts, node_id))
                 del kept_entity[: -self.entity_limit]
