@@ -870,14 +870,21 @@ class PgGraphStore(GraphStore):
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
+        # A person served: those among their latest nodes from memory (recall finds
+        # recent turns most), the rest from PostgreSQL.
+        kept = await self.nodes.kept_by_id(owner, ids)
+        found = {node_id: node_from_kept(row) for node_id, row in kept.items()}
+        missing = [i for i in ids if i not in found]
+        if not missing:
+            return found
         rows = await self.db.fetch(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ANY($1::text[]) AND owner = $2",
-            ids,
+            missing,
             owner,
         )
-        found = {row["id"]: node_from_row(row) for row in rows}
-        self.db.relabelled(owner, found.values())
-        return found
+        read = {row["id"]: node_from_row(row) for row in rows}
+        self.db.relabelled(owner, read.values())
+        return found | read
 
     async def connections_of(self, owner: str, node_id: str) -> list[Connection]:
         rows = await self.db.fetch(

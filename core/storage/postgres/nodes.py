@@ -154,6 +154,15 @@ class PgNodeStore(NodeStore):
             self._latest.move_to_end(owner)
         return matching(latest, limit, keep, since=since)
 
+    async def kept_by_id(self, owner: str, node_ids: Sequence[str]) -> dict[str, NodeRow]:
+        """Those of ``node_ids`` among the latest nodes kept of a person this process
+        serves (current by their version); none for anyone else."""
+        if await self.latest_matching(owner, 0, lambda _: False) is None:
+            return {}
+        latest = self._latest.get(owner)
+        wanted = set(node_ids)
+        return {} if latest is None else {r.id: r for r in latest.rows if r.id in wanted}
+
     async def get(self, owner: str, node_id: str) -> MemoryNode | None:
         row = await self.db.fetchrow(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND id = $2", owner, node_id
