@@ -841,8 +841,11 @@ async def bench_database(args: argparse.Namespace) -> AsyncIterator[str | None]:
 def storage_settings(args: argparse.Namespace, dsn: str | None) -> dict[str, Any]:
     if dsn is None:
         return {"writer": args.writer}
-    # Each process's pool: its share of the people in flight, within max_connections.
-    return {"backend": "postgres", "postgres_dsn": dsn, "postgres_pool_size": 24}
+    # Each process's pool: a few server processes per core, not one per person in flight.
+    # With more, the first burst opened a connection (a server process, its statements
+    # prepared and planned anew) for nearly every person, on the cores the bots need
+    # (docs/storage.md, Session 6).
+    return {"backend": "postgres", "postgres_dsn": dsn, "postgres_pool_size": 8}
 
 
 class RoundRobinEngine(ShardedEngine):

@@ -31,6 +31,7 @@ import numpy as np
 
 from core.storage.errors import StorageError, StorageFullError, StorageUnavailableError
 from core.storage.postgres.pending import FLUSH, PendingWrites
+from core.storage.records import MemoryNode
 from core.storage.schema import Migration
 
 log = logging.getLogger(__name__)
@@ -310,11 +311,22 @@ class PgDatabase:
         return self.pending.setdefault(owner, PendingWrites())
 
     async def nodes_read(self, owner: str) -> None:
-        """Before reading ``owner``'s nodes from PostgreSQL: their pending emotion reads
-        are sent first (a read sees what this process wrote)."""
+        """Before reading ``owner``'s nodes from PostgreSQL where they are not relabelled
+        (:meth:`relabelled`): their pending emotion reads are sent first."""
         pending = self.pending.get(owner)
         if pending is not None and pending.emotions:
             await self.flush_pending(owner)
+
+    def relabelled(self, owner: str, nodes: Iterable[MemoryNode]) -> None:
+        """``owner``'s nodes as read from PostgreSQL, with the emotion reads this process
+        has yet to send (a read sees what this process wrote)."""
+        pending = self.pending.get(owner)
+        if pending is None or not pending.emotions:
+            return
+        for node in nodes:
+            read = pending.emotions.get(node.id)
+            if read is not None:
+                node.emotion, node.emotion_score = read
 
     async def flush_pending(self, owner: str | None = None) -> None:
         """Send ``owner``'s pending writes now (None: everyone's)."""

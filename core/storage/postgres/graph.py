@@ -46,6 +46,7 @@ from core.storage.postgres.nodes import (
     PgNodeStore,
     node_args,
 )
+from core.storage.postgres.postings import WHOLE_ROWS, KeptPostings, OwnerPostings
 from core.storage.records import (
     EVERY_OWNER,
     Connection,
@@ -106,7 +107,36 @@ CROSS JOIN LATERAL (SELECT node_id, ts FROM graph_entities
     WHERE owner = $1 AND entity = q.entity AND ts <= $5 ORDER BY ts DESC LIMIT $6) AS p
 ORDER BY kind, i, ts DESC
 """
+# The same for the postings kept of a person served (core.storage.postgres.postings):
+# every entity's latest $6 whatever their time, each with its time, and the person's
+# node version in the same snapshot (kind 2).
+_POSTINGS = """
+SELECT 0 AS kind, q.i, p.node_id, p.ntags, p.ts
+FROM unnest($2::text[]) WITH ORDINALITY AS q(tag, i)
+CROSS JOIN LATERAL (SELECT node_id, ntags, ts FROM graph_tags
+    WHERE owner = $1 AND tag = q.tag ORDER BY ts DESC LIMIT $3) AS p
+UNION ALL
+SELECT 1, q.i, p.node_id, 0, p.ts
+FROM unnest($4::text[]) WITH ORDINALITY AS q(entity, i)
+CROSS JOIN LATERAL (SELECT node_id, ts FROM graph_entities
+    WHERE owner = $1 AND entity = q.entity ORDER BY ts DESC LIMIT $5) AS p
+UNION ALL
+SELECT 2, node_version, NULL, 0, 0 FROM users WHERE key = $1
+"""
+# Every posting of a person, at most $2 of each kind, with their node version (kind 2).
+_WHOLE_POSTINGS = """
+(SELECT 0 AS kind, tag AS key, node_id, ntags, ts FROM graph_tags WHERE owner = $1 LIMIT $2)
+UNION ALL
+(SELECT 1, entity, node_id, 0, ts FROM graph_entities WHERE owner = $1 LIMIT $2)
+UNION ALL
+SELECT 2, node_version::text, NULL, 0, 0 FROM users WHERE key = $1
+"""
 FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
+# Postings kept of each tag and entity of a person served: as many as a new node's
+# connections read (core.memory.connections: tag_per_tag, entity_common); a caller
+# asking for more is answered by PostgreSQL.
+KEPT_PER_TAG = 50
+KEPT_PER_ENTITY = 50
 FOUND_OWNERS = 256  # people whose vectors found by PostgreSQL's searches are remembered
 FOUND_PER_OWNER = 512  # vectors remembered per person, the latest search's first
 
@@ -160,6 +190,9 @@ class PgGraphStore(GraphStore):
         # written by another process that served the person meanwhile is missed until
         # the matrix is dropped: that node is then found by the other lists only.
         self._second = SecondVectors(max_cached_rows)
+        # The latest tag and entity postings of the people being served (each node
+        # stored asks for them: core.storage.postgres.postings).
+        self._postings = KeptPostings()
 
     # -- model -------------------------------------------------------------------------
 
@@ -250,6 +283,14 @@ class PgGraphStore(GraphStore):
             return False
         seq, version = int(row[0]), row[1]
         self.nodes.stored(node, version)
+        self._postings.stored(
+            owner,
+            version,
+            to_ts(node.timestamp),
+            node.id,
+            tags,
+            list(dict.fromkeys(entities)),
+        )
         cached = self._cache.get(owner)
         # The next node in order: the only write since the version the cache is at (or,
         # without a version, the next seq). Otherwise the next search reads what it misses.
@@ -355,6 +396,10 @@ class PgGraphStore(GraphStore):
         entity_list = list(dict.fromkeys(entities)) if per_entity > 0 else []
         if not tag_list and not entity_list:
             return {}, {}
+        if owner in self.db.serving and per_tag <= KEPT_PER_TAG and per_entity <= KEPT_PER_ENTITY:
+            found = await self._kept_postings(owner, tag_list, entity_list, per_tag, per_entity, at)
+            if found is not None:
+                return found
         # Both questions in one statement (one round trip, one snapshot): each tag's and
         # each entity's latest postings, as tag_candidates and _entity_mentions read them.
         rows = await self.db.fetch(
@@ -375,6 +420,93 @@ class PgGraphStore(GraphStore):
             else:
                 mentions.setdefault(entity_list[i - 1], []).append(node_id)
         return candidates, mentions
+
+    async def _kept_postings(
+        self,
+        owner: str,
+        tags: list[str],
+        entities: list[str],
+        per_tag: int,
+        per_entity: int,
+        at: datetime | None,
+    ) -> tuple[dict[str, tuple[int, int]], dict[str, list[str]]] | None:
+        """:meth:`tags_and_entities` from the postings kept of a person this process
+        serves, what is not kept yet read and kept; None when the kept postings cannot
+        tell (an entity asked about before the latest kept of it)."""
+        kept = self._postings.get(owner, self.db.serving.get(owner))
+        if kept is None:
+            kept = await self._whole_postings(owner)
+            if kept is not None and kept.version == self.db.serving.get(owner):
+                self._postings.keep(owner, kept)
+        complete = kept is not None and kept.complete
+        missing_tags = [t for t in tags if not complete and (kept is None or t not in kept.tags)]
+        missing_entities = [
+            e for e in entities if not complete and (kept is None or e not in kept.entities)
+        ]
+        if missing_tags or missing_entities:
+            rows = await self.db.fetch(
+                _POSTINGS,
+                owner,
+                missing_tags,
+                KEPT_PER_TAG,
+                missing_entities,
+                KEPT_PER_ENTITY,
+            )
+            versions = [int(i) for kind, i, *_ in rows if kind == 2]
+            if not versions:
+                return None  # no user row: nothing is kept of them
+            version = versions[0]
+            if kept is not None and kept.version != version:
+                # Another write landed since (a reply stored after the lock was let go):
+                # what is kept is behind, and PostgreSQL answers this once.
+                self._postings.drop(owner)
+                return None
+            if kept is None:
+                kept = OwnerPostings(version, KEPT_PER_TAG, KEPT_PER_ENTITY)
+            for tag in missing_tags:
+                kept.tags[tag] = []
+            for entity in missing_entities:
+                kept.entities[entity] = []
+            for kind, i, node_id, ntags, ts in rows:
+                if kind == 0:
+                    kept.tags[missing_tags[i - 1]].append((float(ts), node_id, int(ntags)))
+                elif kind == 1:
+                    kept.entities[missing_entities[i - 1]].append((float(ts), node_id))
+            for tag in missing_tags:
+                kept.tags[tag].sort()
+            for entity in missing_entities:
+                kept.entities[entity].sort()
+            if version == self.db.serving.get(owner):
+                self._postings.keep(owner, kept)
+        if kept is None:
+            return None  # nothing asked (nothing missing) and nothing kept: unreachable
+        until = to_ts(at) if at is not None else math.inf
+        mentions = kept.mentions(entities, per_entity, until)
+        if mentions is None:
+            return None
+        return kept.candidates(tags, per_tag), mentions
+
+    async def _whole_postings(self, owner: str) -> OwnerPostings | None:
+        """Every posting of a person who has few (None: more than WHOLE_ROWS of a kind,
+        or no user row)."""
+        rows = await self.db.fetch(_WHOLE_POSTINGS, owner, WHOLE_ROWS + 1)
+        versions = [int(key) for kind, key, *_ in rows if kind == 2]
+        tags = [r for r in rows if r[0] == 0]
+        entities = [r for r in rows if r[0] == 1]
+        if not versions or len(tags) > WHOLE_ROWS or len(entities) > WHOLE_ROWS:
+            return None
+        kept = OwnerPostings(versions[0], KEPT_PER_TAG, KEPT_PER_ENTITY, complete=True)
+        for _, tag, node_id, ntags, ts in tags:
+            kept.tags.setdefault(tag, []).append((float(ts), node_id, int(ntags)))
+        for _, entity, node_id, _, ts in entities:
+            kept.entities.setdefault(entity, []).append((float(ts), node_id))
+        for postings in kept.tags.values():
+            postings.sort()
+            del postings[:-KEPT_PER_TAG]
+        for mentions in kept.entities.values():
+            mentions.sort()
+            del mentions[:-KEPT_PER_ENTITY]
+        return kept
 
     async def _entity_mentions(
         self,
@@ -609,6 +741,7 @@ class PgGraphStore(GraphStore):
         return vectors
 
     def _moved_without_node(self, owner: str, version: int) -> None:
+        self._postings.moved(owner, version)
         cached = self._cache.get(owner)
         if cached is not None and cached.version == version - 1:
             cached.version = version  # an emotion read: the vectors and edges are the same
@@ -620,6 +753,7 @@ class PgGraphStore(GraphStore):
 
     def drop_cached(self, owner: str | None) -> None:
         self._second.drop(owner)
+        self._postings.drop(owner)
         if owner is None:
             self._cache.clear()
             self._cached_rows = 0
@@ -736,13 +870,21 @@ class PgGraphStore(GraphStore):
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return {}
-        await self.db.nodes_read(owner)
+        # A person served: those among their latest nodes from memory (recall finds
+        # recent turns most), the rest from PostgreSQL.
+        kept = await self.nodes.kept_by_id(owner, ids)
+        found = {node_id: node_from_kept(row) for node_id, row in kept.items()}
+        missing = [i for i in ids if i not in found]
+        if not missing:
+            return found
         rows = await self.db.fetch(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE id = ANY($1::text[]) AND owner = $2",
-            ids,
+            missing,
             owner,
         )
-        return {row["id"]: node_from_row(row) for row in rows}
+        read = {row["id"]: node_from_row(row) for row in rows}
+        self.db.relabelled(owner, read.values())
+        return found | read
 
     async def connections_of(self, owner: str, node_id: str) -> list[Connection]:
         rows = await self.db.fetch(

@@ -130,7 +130,6 @@ class PgNodeStore(NodeStore):
         latest = self._latest.get(owner)
         if latest is None or latest.version != current:
             self.drop_cached(owner)
-            await self.db.nodes_read(owner)
             rows = await self.db.fetch(_LATEST, owner, LATEST_PER_OWNER + 1)
             version = rows[0][0]
             kept = [NodeRow(*row[1:-1]) for row in rows if row["id"] is not None]
@@ -139,6 +138,8 @@ class PgNodeStore(NodeStore):
                 complete=len(kept) <= LATEST_PER_OWNER,
                 version=version,
             )
+            if (pending := self.db.pending.get(owner)) is not None and pending.emotions:
+                _relabel_rows(latest, pending.emotions)
             if version is None or owner not in self.db.serving:
                 return matching(latest, limit, keep, since=since)  # for this question only
             # A newer version read here is as current as anything this process knows; an
@@ -153,24 +154,34 @@ class PgNodeStore(NodeStore):
             self._latest.move_to_end(owner)
         return matching(latest, limit, keep, since=since)
 
+    async def kept_by_id(self, owner: str, node_ids: Sequence[str]) -> dict[str, NodeRow]:
+        """Those of ``node_ids`` among the latest nodes kept of a person this process
+        serves (current by their version); none for anyone else."""
+        if await self.latest_matching(owner, 0, lambda _: False) is None:
+            return {}
+        latest = self._latest.get(owner)
+        wanted = set(node_ids)
+        return {} if latest is None else {r.id: r for r in latest.rows if r.id in wanted}
+
     async def get(self, owner: str, node_id: str) -> MemoryNode | None:
-        await self.db.nodes_read(owner)
         row = await self.db.fetchrow(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND id = $2", owner, node_id
         )
-        return node_from_row(row) if row is not None else None
+        found = node_from_row(row) if row is not None else None
+        self.db.relabelled(owner, [found] if found is not None else [])
+        return found
 
     async def get_many(self, owner: str, node_ids: Sequence[str]) -> list[MemoryNode]:
         ids = list(dict.fromkeys(node_ids))
         if not ids:
             return []
-        await self.db.nodes_read(owner)
         rows = await self.db.fetch(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND id = ANY($2::text[])",
             owner,
             ids,
         )
         found = {row["id"]: node_from_row(row) for row in rows}
+        self.db.relabelled(owner, found.values())
         return [found[i] for i in ids if i in found]
 
     async def recent(
@@ -185,7 +196,6 @@ class PgNodeStore(NodeStore):
         kept = await self.latest_matching(owner, limit, recent_rows(scopes, chat_id, before))
         if kept is not None:
             return [node_from_kept(row) for row in reversed(kept)]
-        await self.db.nodes_read(owner)
         sql = f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1"
         args: list[Any] = [owner]
         if scopes is not None:
@@ -200,7 +210,9 @@ class PgNodeStore(NodeStore):
         args.append(max(0, limit))
         sql += f" ORDER BY ts DESC, seq DESC LIMIT ${len(args)}"
         rows = await self.db.fetch(sql, *args)
-        return [node_from_row(r) for r in reversed(rows)]
+        nodes = [node_from_row(r) for r in reversed(rows)]
+        self.db.relabelled(owner, nodes)
+        return nodes
 
     async def count(self, owner: str | None = None) -> int:
         if owner is None:
@@ -251,12 +263,8 @@ class PgNodeStore(NodeStore):
 
     def _relabel(self, owner: str, read: dict[str, tuple[str, float]]) -> None:
         latest = self._latest.get(owner)
-        if latest is None:
-            return
-        for i, row in enumerate(latest.rows):
-            if row.id in read:
-                label, score = read[row.id]
-                latest.rows[i] = row._replace(emotion=label, emotion_score=score)
+        if latest is not None:
+            _relabel_rows(latest, read)
 
     async def _pending_written(
         self, owner: str, pending: PendingWrites, row: Mapping[str, Any] | None
@@ -275,14 +283,15 @@ class PgNodeStore(NodeStore):
         kept = await self.latest_matching(owner, 1, message_rows(platform_message_id))
         if kept is not None:
             return node_from_kept(kept[0]) if kept else None
-        await self.db.nodes_read(owner)
         row = await self.db.fetchrow(
             f"SELECT {NODE_COLUMNS} FROM nodes WHERE owner = $1 AND platform_message_id = $2"
             " ORDER BY ts DESC, seq DESC LIMIT 1",
             owner,
             platform_message_id,
         )
-        return node_from_row(row) if row is not None else None
+        found = node_from_row(row) if row is not None else None
+        self.db.relabelled(owner, [found] if found is not None else [])
+        return found
 
     async def export_owner(self, owner: str) -> Any:
         await self.db.nodes_read(owner)
@@ -299,3 +308,11 @@ class PgNodeStore(NodeStore):
             await notify(conn, owner)
         self.drop_cached(owner)
         return removed
+
+
+def _relabel_rows(latest: LatestNodes, read: dict[str, tuple[str, float]]) -> None:
+    """Kept rows with emotion reads (node id -> label, score)."""
+    for i, row in enumerate(latest.rows):
+        if row.id in read:
+            label, score = read[row.id]
+            latest.rows[i] = row._replace(emotion=label, emotion_score=score)

@@ -8,8 +8,10 @@ statement updates the person's user row, which the next holder's lock statement
 updates too, so it waits for this one's commit.
 
 A crash, or a server that goes away before the release, loses them (as a crash loses
-SQLite's background writes), never a message. A read or a waited-for write of the same
-person before the release sends them first (:meth:`PgDatabase.flush_pending`)."""
+SQLite's background writes), never a message. Before the release, the person's nodes
+read from PostgreSQL come with the emotion reads still to send (the process's own
+writes are seen); a read of their user row, a waited-for write or an export sends them
+first (:meth:`PgDatabase.flush_pending`)."""
 
 from __future__ import annotations
 

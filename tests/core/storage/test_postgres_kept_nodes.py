@@ -118,3 +118,63 @@ async def test_one_process_serving_reads_the_kept_nodes(
             delattr(db, name)
     # The node written; history, vectors and the latest node from memory.
     assert len(statements) == 1 and "INSERT INTO nodes" in statements[0], statements
+
+
+async def test_tag_and_entity_postings_are_kept_while_serving_and_read_after_another_process(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, second = two
+
+    def tagged(node_id: str, minutes: float, tags: list[str]) -> MemoryNode:
+        node = turn(node_id, minutes)
+        node.tags = tags
+        return node
+
+    at = T0 + timedelta(hours=1)
+    async with first.serving(A):
+        await first.graph.add_node(
+            tagged("n1", 1, ["cats", "home"]), vector=unit(1), model=MODEL, entities=["julia"]
+        )
+        first_answer = await first.graph.tags_and_entities(A, ["cats"], ["julia"], at=at)
+        assert first_answer == ({"n1": (1, 2)}, {"julia": ["n1"]})
+        await first.graph.add_node(
+            tagged("n2", 2, ["cats"]), vector=unit(2), model=MODEL, entities=["julia"]
+        )
+    statements: list[str] = []
+    db = first.db
+
+    def counting(read: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def counted(sql: str, *args: object) -> Any:
+            statements.append(sql)
+            return await read(sql, *args)
+
+        return counted
+
+    for name in ("fetch", "fetchrow", "fetchval"):
+        setattr(db, name, counting(getattr(db, name)))
+    try:
+        async with first.serving(A):
+            kept = await first.graph.tags_and_entities(A, ["cats"], ["julia"], at=at)
+            # Before n2: what a node said earlier than the kept postings reach is asked.
+            earlier = await first.graph.tags_and_entities(
+                A, [], ["julia"], at=T0 + timedelta(minutes=1.5), per_entity=1
+            )
+    finally:
+        for name in ("fetch", "fetchrow", "fetchval"):
+            delattr(db, name)
+    assert kept == ({"n1": (1, 2), "n2": (1, 1)}, {"julia": ["n2", "n1"]})
+    assert earlier == ({}, {"julia": ["n1"]})
+    assert statements == []  # both from memory
+    # Another process serves the person and names Júlia again: read again after.
+    async with second.serving(A):
+        await second.graph.add_node(
+            tagged("n3", 3, ["cats"]), vector=unit(3), model=MODEL, entities=["julia"]
+        )
+    async with first.serving(A):
+        again = await first.graph.tags_and_entities(A, ["cats", "home"], ["julia"], at=at)
+    assert again == (
+        {"n1": (2, 2), "n2": (1, 1), "n3": (1, 1)},
+        {"julia": ["n3", "n2", "n1"]},
+    )
+    # The same as PostgreSQL's own answer for a person not served.
+    assert again == await second.graph.tags_and_entities(A, ["cats", "home"], ["julia"], at=at)
