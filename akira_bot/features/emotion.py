@@ -18,7 +18,12 @@ from core.emotion import (
 from core.emotion.llm_judge import LLMDetector, LLMJudge
 from core.llm.base import LLMProvider
 from core.memory.graph import GraphMemory
-from core.stages.emotion import EmotionJudgeStage, EmotionStage, EmotionTracker
+from core.stages.emotion import (
+    EmotionJudgeStage,
+    EmotionStage,
+    EmotionTracker,
+    EmotionVectorsStage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +128,9 @@ def setup(api: PluginAPI) -> None:
     api.add_stage(
         EmotionStage(tracker, deferred=judge is not None, hand_over=hand_over), after=where
     )
+    if "persist" in api.pipeline.names and tracker.batcher is not None:
+        # The reading's vectors are computed while the message is stored.
+        api.add_stage(EmotionVectorsStage(tracker), before="persist")
     if judge is not None:
         # Settles the judged reading just before the prompt: the LLM's answer is awaited
         # only after recall, which ran meanwhile.

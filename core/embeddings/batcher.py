@@ -111,6 +111,15 @@ class EmbeddingBatcher:
         self._remember(kind, text, vector)
         return vector
 
+    def known(self, kind: str, text: str) -> np.ndarray | None:
+        """The vector of ``kind`` of ``text`` when it is among the latest, else None."""
+        return self._recent.get((kind, text))
+
+    def remember(self, kind: str, text: str, vector: np.ndarray) -> None:
+        """Keep a vector computed elsewhere (with another model's in one call) for the
+        next ask of ``text``."""
+        self._remember(kind, text, np.asarray(vector, dtype=np.float32))
+
     def _remember(self, kind: str, text: str, vector: np.ndarray) -> None:
         vector.flags.writeable = False  # shared by every asker
         self._recent[(kind, text)] = vector

