@@ -222,6 +222,7 @@ class PersonLocks:
         number = message_number(message_id)
         arrival = await self._arrivals.register(owner, when, number)
         deadline = time.monotonic() + ARRIVAL_TTL_S
+        granted = False
         pause = RETRY_S
         try:
             while True:
@@ -229,6 +230,7 @@ class PersonLocks:
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
                     self.db.granted(owner)
+                    granted = True
                     if first and row["key"] is not None:
                         self.db.served(owner, int(row["node_version"]), user=row)
                     else:
@@ -248,12 +250,16 @@ class PersonLocks:
                 pause = min(pause * 2, MAX_RETRY_S)
             yield
         finally:
-            await self._done(session, owner, arrival, key)
+            await self._done(session, owner, arrival, key, granted=granted)
 
-    async def _done(self, session: _Session, owner: str, arrival: int, key: int) -> None:
+    async def _done(
+        self, session: _Session, owner: str, arrival: int, key: int, *, granted: bool
+    ) -> None:
         """Forget the arrival, write what waited for the release, let go of the lock."""
         self.db.granted_users.pop(owner, None)
-        pending = self.db.releasing(owner)
+        # Only a message that was granted the lock lets go of what it held: one given up
+        # while waiting (cancelled) leaves the holder's writes to the holder.
+        pending = self.db.releasing(owner) if granted else None
         row = None
         try:
             if pending is None:
