@@ -34,8 +34,9 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime
+from typing import TypeVar
 
 import asyncpg
 
@@ -44,6 +45,7 @@ from core.storage.postgres.database import LOCK_NAMESPACE, PgDatabase, translate
 from core.storage.postgres.pending import writes
 from core.storage.records import USER_COLUMN_NAMES, to_ts
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 ARRIVAL_TTL_S = 60.0
@@ -107,6 +109,19 @@ def message_number(message_id: str | None) -> int:
     if message_id and message_id.isdigit() and len(message_id) < 30:
         return int(message_id)
     return 0
+
+
+async def _to_the_end(step: Awaitable[T]) -> T:
+    """Await a step of the lock that a cancellation must not cut short: whether the
+    statement took or gave back a count of the lock decides what the message lets go
+    of at the end, so a cancelled message waits for it (a round trip), then is cancelled."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await task
+        raise
 
 
 SESSIONS = 4  # connections this process holds people's locks on (a person: always one)
@@ -223,10 +238,25 @@ class PersonLocks:
         arrival = await self._arrivals.register(owner, when, number)
         deadline = time.monotonic() + ARRIVAL_TTL_S
         granted = False
+        # Whether this message holds a count of the person's lock: the person's messages
+        # in this process share a session, where advisory locks count up, so a message
+        # gives back only a count it took (one given up while waiting took and gave
+        # back its own; letting go again would give back the holder's).
+        held = [False]
+
+        async def try_first() -> asyncpg.Record:
+            row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
+            held[0] = row[0] is not None
+            return row
+
+        async def let_go() -> None:
+            await session.fetchrow(_UNLOCK, key)
+            held[0] = False
+
         pause = RETRY_S
         try:
             while True:
-                row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
+                row = await _to_the_end(try_first())
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
                     self.db.granted(owner)
@@ -242,7 +272,7 @@ class PersonLocks:
                     # An earlier message of the person reached another process a moment
                     # later than this one: it goes first.
                     self.yielded += 1
-                    await session.fetchrow(_UNLOCK, key)
+                    await _to_the_end(let_go())
                 # Waiting by trying again, never on a pooled connection: waiters holding
                 # the pool would leave the holder none to finish with. Which waiter goes
                 # next is the arrivals' order, not the lock's queue.
@@ -250,13 +280,28 @@ class PersonLocks:
                 pause = min(pause * 2, MAX_RETRY_S)
             yield
         finally:
-            await self._done(session, owner, arrival, key, granted=granted)
+            await self._done(session, owner, arrival, key, granted=granted, held=held[0])
 
     async def _done(
-        self, session: _Session, owner: str, arrival: int, key: int, *, granted: bool
+        self,
+        session: _Session,
+        owner: str,
+        arrival: int,
+        key: int,
+        *,
+        granted: bool,
+        held: bool,
     ) -> None:
-        """Forget the arrival, write what waited for the release, let go of the lock."""
-        self.db.granted_users.pop(owner, None)
+        """Forget the arrival, write what waited for the release, let go of the lock
+        (``held``: only when this message holds a count of it)."""
+        if not held:
+            try:
+                await self.db.execute(_FORGET, owner, arrival)
+            except _ERRORS:
+                pass  # the server is away: the arrival expires
+            return
+        if granted:
+            self.db.granted_users.pop(owner, None)
         # Only a message that was granted the lock lets go of what it held: one given up
         # while waiting (cancelled) leaves the holder's writes to the holder.
         pending = self.db.releasing(owner) if granted else None

@@ -67,3 +67,37 @@ async def test_the_lock_stores_the_time_seen_and_hands_ensure_the_current_user_r
     async with first.serving("telegram:2", sent_at=at):
         assert "telegram:2" not in first.db.granted_users
         assert (await first.users.ensure("telegram:2", seen_at=at)).last_seen_at == at
+
+
+async def test_a_waiter_given_up_does_not_let_go_of_the_holders_lock(
+    two_processes: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    # A person's messages in one process share a session, where advisory locks count
+    # up: a waiter that took and gave back its count, then is cancelled, must not give
+    # back the holder's.
+    first, second = two_processes
+    order: list[str] = []
+    holding = asyncio.Event()
+    release = asyncio.Event()
+
+    async def serve(store: PostgresStorage, name: str, minutes: int) -> None:
+        async with store.serving(A, sent_at=T0 + timedelta(minutes=minutes), message_id=name):
+            order.append(name)
+            if name == "2":
+                holding.set()
+                await release.wait()
+
+    holder = asyncio.create_task(serve(first, "2", 2))
+    await holding.wait()
+    waiter = asyncio.create_task(serve(first, "3", 3))
+    await asyncio.sleep(0.1)  # it has tried the lock (and yielded to "2") at least once
+    waiter.cancel()
+    await asyncio.gather(waiter, return_exceptions=True)
+    # An earlier message reaching the other process now: it goes next, not while "2" is
+    # still being served.
+    earlier = asyncio.create_task(serve(second, "1", 1))
+    await asyncio.sleep(0.5)
+    assert order == ["2"]
+    release.set()
+    await asyncio.wait_for(asyncio.gather(holder, earlier), timeout=10)
+    assert order == ["2", "1"]
