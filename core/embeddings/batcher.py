@@ -8,7 +8,9 @@ other people.
 
 A message's text is asked for by several steps (storage, emotion, recall): the latest
 vectors are kept, so the later asks are answered at once, without a model call or a
-thread hop. Long texts (over ``long_chars``) never join a batch of short ones, whose
+thread hop; an ask while the same text is on its way (in a batch, or promised by a
+caller computing it with another model's in one call: :meth:`EmbeddingBatcher.promise`)
+waits for that vector instead of computing it again. Long texts (over ``long_chars``) never join a batch of short ones, whose
 people would wait for them: they run one at a time in a lane of their own, so one person
 pasting long texts holds at most one core.
 """
@@ -58,6 +60,8 @@ class EmbeddingBatcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._long_lane: asyncio.Lock | None = None
         self._recent: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        # (kind, text) -> its vector on its way (None if that computation failed).
+        self._on_the_way: dict[tuple[str, str], asyncio.Future[np.ndarray | None]] = {}
         self.batches = 0  # how many model calls were made (observability, tests)
         self.texts = 0  # how many texts went to the model (observability, tests)
         self.long_texts = 0  # of which through the long lane
@@ -71,12 +75,17 @@ class EmbeddingBatcher:
     def dim(self) -> int:
         return self.embedder.dim
 
-    def _queue(self, kind: str) -> _Queue:
+    def _bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._loop = loop
             self._queues = {}
             self._long_lane = None
+            self._on_the_way = {}
+        return loop
+
+    def _queue(self, kind: str) -> _Queue:
+        self._bind()
         queue = self._queues.get(kind)
         if queue is None:
             queue = self._queues[kind] = _Queue()
@@ -102,14 +111,56 @@ class EmbeddingBatcher:
             self.batches += 1
             self.texts += 1
             return np.asarray(fn([text])[0], dtype=np.float32)
-        if len(text) > self.long_chars:
-            vector = await self._long(kind, text)
-        else:
-            vector = await self._submit(
-                kind, text, self.max_wait_ms if wait_ms is None else wait_ms
-            )
-        self._remember(kind, text, vector)
+        loop = self._bind()
+        on_the_way = self._on_the_way.get((kind, text))
+        if on_the_way is not None:
+            promised = await asyncio.shield(on_the_way)
+            if promised is not None:
+                return promised
+            # Its computation failed or was given up: this ask computes it.
+        future: asyncio.Future[np.ndarray | None] = loop.create_future()
+        self._on_the_way[(kind, text)] = future
+        vector: np.ndarray | None = None
+        try:
+            if len(text) > self.long_chars:
+                vector = await self._long(kind, text)
+            else:
+                vector = await self._submit(
+                    kind, text, self.max_wait_ms if wait_ms is None else wait_ms
+                )
+            self._remember(kind, text, vector)
+        finally:
+            self._settle(kind, text, future, vector)
         return vector
+
+    def promise(self, kind: str, text: str) -> bool:
+        """Whether the caller is to compute ``text``'s vector of ``kind`` elsewhere (with
+        another model's, in one call): asks meanwhile wait for it. The caller then hands
+        it over with :meth:`remember`, or gives up with :meth:`give_up`."""
+        self._bind()
+        key = (kind, text)
+        if key in self._recent or key in self._on_the_way:
+            return False
+        self._on_the_way[key] = asyncio.get_running_loop().create_future()
+        return True
+
+    def give_up(self, kind: str, text: str) -> None:
+        """A promised vector will not come: whoever waits for it computes it."""
+        future = self._on_the_way.get((kind, text))
+        if future is not None:
+            self._settle(kind, text, future, None)
+
+    def _settle(
+        self,
+        kind: str,
+        text: str,
+        future: asyncio.Future[np.ndarray | None],
+        vector: np.ndarray | None,
+    ) -> None:
+        if self._on_the_way.get((kind, text)) is future:
+            del self._on_the_way[(kind, text)]
+        if not future.done():
+            future.set_result(vector)
 
     def known(self, kind: str, text: str) -> np.ndarray | None:
         """The vector of ``kind`` of ``text`` when it is among the latest, else None."""
@@ -117,8 +168,12 @@ class EmbeddingBatcher:
 
     def remember(self, kind: str, text: str, vector: np.ndarray) -> None:
         """Keep a vector computed elsewhere (with another model's in one call) for the
-        next ask of ``text``."""
-        self._remember(kind, text, np.asarray(vector, dtype=np.float32))
+        next ask of ``text`` (and for the asks waiting for it: :meth:`promise`)."""
+        vector = np.asarray(vector, dtype=np.float32)
+        self._remember(kind, text, vector)
+        future = self._on_the_way.get((kind, text))
+        if future is not None:
+            self._settle(kind, text, future, vector)
 
     def _remember(self, kind: str, text: str, vector: np.ndarray) -> None:
         vector.flags.writeable = False  # shared by every asker

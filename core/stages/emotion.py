@@ -128,7 +128,12 @@ class EmotionTracker:
         read later; None when the detector does not read the batcher's vectors."""
         if self.detector.inline or self.batcher is None or not text.strip():
             return None
-        task = asyncio.get_running_loop().create_task(self._query_vectors([text]))
+        # Promised before the task starts: the message is stored meanwhile, and its
+        # storage may ask for the same vector (stored as a query), which then waits.
+        promised = self._promise(text) if self.joint is not None else []
+        task = asyncio.get_running_loop().create_task(
+            self._joint_vectors(text, promised) if promised else self._query_vectors([text])
+        )
         # Read here too: a turn that ends before the emotion stage (a duplicate) leaves
         # the task unread.
         task.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -153,21 +158,39 @@ class EmotionTracker:
 
     async def _query_vectors(self, texts: Sequence[str]) -> np.ndarray:
         assert self.batcher is not None
-        batchers = [self.batcher, *self.part_batchers]
         if self.joint is not None and len(texts) == 1 and texts[0].strip():
-            text = texts[0]
-            known = [b.known("query", text) for b in batchers]
-            if any(v is None for v in known):
-                joint = await self.joint.embed_query(text)
-                parts = np.split(joint, np.cumsum([b.dim for b in batchers])[:-1])
-                for b, vector in zip(batchers, parts, strict=True):
-                    b.remember("query", text, vector)
-                return joint[None, :]
-            return np.concatenate([v for v in known if v is not None])[None, :]
+            promised = self._promise(texts[0])
+            if promised:
+                return await self._joint_vectors(texts[0], promised)
         blocks = await asyncio.gather(
             *(_batched_queries(b, texts) for b in [self.batcher, *self.part_batchers])
         )
         return blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
+
+    def _promise(self, text: str) -> list[EmbeddingBatcher]:
+        """The encoders' batchers ``text``'s query vector is promised to, computed in one
+        call of the combined encoder: every one of them when one of them lacks it, so
+        that the others (storage, recall) wait for it instead of computing it apart;
+        none when each has it or computes it already."""
+        assert self.batcher is not None
+        batchers = [self.batcher, *self.part_batchers]
+        if all(b.known("query", text) is not None for b in batchers):
+            return []
+        return [b for b in batchers if b.promise("query", text)]
+
+    async def _joint_vectors(self, text: str, promised: list[EmbeddingBatcher]) -> np.ndarray:
+        assert self.batcher is not None and self.joint is not None
+        batchers = [self.batcher, *self.part_batchers]
+        try:
+            joint = await self.joint.embed_query(text)
+        except BaseException:
+            for b in promised:
+                b.give_up("query", text)
+            raise
+        parts = np.split(joint, np.cumsum([b.dim for b in batchers])[:-1])
+        for b, vector in zip(batchers, parts, strict=True):
+            b.remember("query", text, vector)
+        return joint[None, :]
 
     async def update_many(
         self,

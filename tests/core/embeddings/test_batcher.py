@@ -114,3 +114,34 @@ async def test_a_short_wait_arriving_later_shortens_the_batch_wait() -> None:
     await asyncio.wait_for(later, timeout=10)
     assert embedder.sizes == [2]
     assert loop.time() - started < 30
+
+
+async def test_a_text_asked_while_on_its_way_waits_for_that_vector() -> None:
+    embedder = CountingEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=8, max_wait_ms=20)
+    first, second = await asyncio.gather(
+        batcher.embed_passage("a mesma"), batcher.embed_passage("a mesma")
+    )
+    assert sum(embedder.sizes) == 1
+    assert np.array_equal(first, second)
+
+
+async def test_a_promised_vector_is_waited_for_and_a_broken_promise_computed() -> None:
+    embedder = CountingEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=8, max_wait_ms=5)
+    assert batcher.promise("passage", "prometido")
+    assert not batcher.promise("passage", "prometido")  # one promise a text
+    waiting = asyncio.create_task(batcher.embed_passage("prometido"))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    handed = np.ones(embedder.dim, dtype=np.float32)
+    batcher.remember("passage", "prometido", handed)
+    assert np.array_equal(await waiting, handed)
+    assert embedder.sizes == []  # the model was never asked
+    # Given up: the waiting ask computes the vector itself.
+    assert batcher.promise("passage", "outro")
+    waiting = asyncio.create_task(batcher.embed_passage("outro"))
+    await asyncio.sleep(0.05)
+    batcher.give_up("passage", "outro")
+    assert np.allclose(await waiting, embedder.inner.embed_passage("outro"))
+    assert embedder.sizes == [1]
