@@ -4,6 +4,7 @@ a person goes first, whichever process registered it and whichever was waiting l
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from core.storage.postgres import PostgresStorage
@@ -13,33 +14,39 @@ OWNERS = [A]
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 
 
+@dataclass
+class Served:
+    """Messages of person A served in turn: message "2" holds the lock until released."""
+
+    order: list[str] = field(default_factory=list)
+    holding: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def serve(self, store: PostgresStorage, name: str, minutes: int) -> None:
+        async with store.serving(A, sent_at=T0 + timedelta(minutes=minutes), message_id=name):
+            self.order.append(name)
+            if name == "2":
+                self.holding.set()
+                await self.release.wait()
+
+
 async def test_the_earlier_message_goes_first_whichever_process_has_it(
     two_processes: tuple[PostgresStorage, PostgresStorage],
 ) -> None:
     first, second = two_processes
-    order: list[str] = []
-    holding = asyncio.Event()
-    release = asyncio.Event()
-
-    async def serve(store: PostgresStorage, name: str, minutes: int) -> None:
-        async with store.serving(A, sent_at=T0 + timedelta(minutes=minutes), message_id=name):
-            order.append(name)
-            if name == "2":
-                holding.set()
-                await release.wait()
-
-    holder = asyncio.create_task(serve(first, "2", 2))
-    await holding.wait()
+    served = Served()
+    holder = asyncio.create_task(served.serve(first, "2", 2))
+    await served.holding.wait()
     # Both wait while "2" is served: "3" in the holder's process, "1" (sent earlier,
     # registered later) in the other's.
-    later = asyncio.create_task(serve(first, "3", 3))
+    later = asyncio.create_task(served.serve(first, "3", 3))
     await asyncio.sleep(0.05)
-    earlier = asyncio.create_task(serve(second, "1", 1))
+    earlier = asyncio.create_task(served.serve(second, "1", 1))
     await asyncio.sleep(0.05)
-    assert order == ["2"]
-    release.set()
+    assert served.order == ["2"]
+    served.release.set()
     await asyncio.wait_for(asyncio.gather(holder, later, earlier), 10)
-    assert order == ["2", "1", "3"]
+    assert served.order == ["2", "1", "3"]
     assert first.locks.yielded >= 1  # "3" was granted the lock and let "1" go first
     assert await first.db.fetchval("SELECT count(*) FROM person_arrivals") == 0
 
@@ -76,28 +83,18 @@ async def test_a_waiter_given_up_does_not_let_go_of_the_holders_lock(
     # up: a waiter that took and gave back its count, then is cancelled, must not give
     # back the holder's.
     first, second = two_processes
-    order: list[str] = []
-    holding = asyncio.Event()
-    release = asyncio.Event()
-
-    async def serve(store: PostgresStorage, name: str, minutes: int) -> None:
-        async with store.serving(A, sent_at=T0 + timedelta(minutes=minutes), message_id=name):
-            order.append(name)
-            if name == "2":
-                holding.set()
-                await release.wait()
-
-    holder = asyncio.create_task(serve(first, "2", 2))
-    await holding.wait()
-    waiter = asyncio.create_task(serve(first, "3", 3))
+    served = Served()
+    holder = asyncio.create_task(served.serve(first, "2", 2))
+    await served.holding.wait()
+    waiter = asyncio.create_task(served.serve(first, "3", 3))
     await asyncio.sleep(0.1)  # it has tried the lock (and yielded to "2") at least once
     waiter.cancel()
     await asyncio.gather(waiter, return_exceptions=True)
     # An earlier message reaching the other process now: it goes next, not while "2" is
     # still being served.
-    earlier = asyncio.create_task(serve(second, "1", 1))
+    earlier = asyncio.create_task(served.serve(second, "1", 1))
     await asyncio.sleep(0.5)
-    assert order == ["2"]
-    release.set()
+    assert served.order == ["2"]
+    served.release.set()
     await asyncio.wait_for(asyncio.gather(holder, earlier), timeout=10)
-    assert order == ["2", "1"]
+    assert served.order == ["2", "1"]
