@@ -119,9 +119,10 @@ class ConnectionDetector:
     async def links(
         self, node: MemoryNode, vector: np.ndarray | None
     ) -> tuple[list[Connection], list[str]]:
-        """:meth:`detect`'s connections then :meth:`entity_links`'s (those not already
-        there), and the entity keys to store as postings: the tags' and the entities'
-        earlier postings read together (GraphStore.tags_and_entities)."""
+        """The connections from ``node`` (not stored yet) to earlier nodes of its owner,
+        its ``same_entity`` edges among them (those not already there), and the entity
+        keys to store as postings: the tags' and the entities' earlier postings read
+        together (GraphStore.tags_and_entities)."""
         cfg = self.config
         mentions = extract_entities(node.content) if cfg.entities else None
         keys = [*mentions.definite, *mentions.tentative] if mentions else []
@@ -140,21 +141,14 @@ class ConnectionDetector:
             connections += [c for c in links if (c.node_id, c.relation_type) not in known]
         return connections, entities
 
-    async def detect(self, node: MemoryNode, vector: np.ndarray | None) -> list[Connection]:
-        """Connections from ``node`` (not stored yet) to earlier nodes of its owner."""
-        candidates = (
-            await self.graph.tag_candidates(node.owner, node.tags, per_tag=self.config.tag_per_tag)
-            if node.tags
-            else None
-        )
-        return await self._detect(node, vector, candidates)
-
     async def _detect(
         self,
         node: MemoryNode,
         vector: np.ndarray | None,
         candidates: dict[str, tuple[int, int]] | None,
     ) -> list[Connection]:
+        """Connections from ``node`` (not stored yet) to earlier nodes of its owner;
+        ``candidates``: its tags' earlier postings (GraphStore.tag_candidates)."""
         cfg = self.config
         found: dict[tuple[str, str], Connection] = {}
 
@@ -238,23 +232,13 @@ class ConnectionDetector:
                     add(Connection(node_id, "similar", round(sim, 4), f"cosine {sim:.3f}"))
         return list(found.values())
 
-    async def entity_links(self, node: MemoryNode) -> tuple[list[str], list[Connection]]:
-        """The entity keys ``node`` names (to store as postings) and its ``same_entity``
-        edges to the latest earlier nodes naming them. A tentative name (a capital at
-        the start of a sentence) counts only when the person named it before."""
-        cfg = self.config
-        mentions = extract_entities(node.content) if cfg.entities else None
-        if not mentions:
-            return [], []
-        keys = [*mentions.definite, *mentions.tentative]
-        earlier = await self.graph.entity_mentions(
-            node.owner, keys, per_entity=cfg.entity_common, at=node.timestamp
-        )
-        return self._entity_links(node, mentions, earlier)
-
     def _entity_links(
         self, node: MemoryNode, mentions: Mentions | None, earlier: dict[str, list[str]]
     ) -> tuple[list[str], list[Connection]]:
+        """The entity keys ``node`` names (to store as postings) and its ``same_entity``
+        edges to the latest earlier nodes naming them (``earlier``: the entities'
+        postings). A tentative name (a capital at the start of a sentence) counts only
+        when the person named it before."""
         cfg = self.config
         if not mentions:
             return [], []
