@@ -10,9 +10,9 @@ A message's text is asked for by several steps (storage, emotion, recall): the l
 vectors are kept, so the later asks are answered at once, without a model call or a
 thread hop; an ask while the same text is on its way (in a batch, or promised by a
 caller computing it with another model's in one call: :meth:`EmbeddingBatcher.promise`)
-waits for that vector instead of computing it again. Long texts (over ``long_chars``) never join a batch of short ones, whose
-people would wait for them: they run one at a time in a lane of their own, so one person
-pasting long texts holds at most one core.
+waits for that vector instead of computing it again. Long texts (over ``long_chars``)
+never join a batch of short ones, whose people would wait for them: they run one at a
+time in a lane of their own, so one person pasting long texts holds at most one core.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -128,12 +129,10 @@ class EmotionTracker:
         read later; None when the detector does not read the batcher's vectors."""
         if self.detector.inline or self.batcher is None or not text.strip():
             return None
-        # Promised before the task starts: the message is stored meanwhile, and its
-        # storage may ask for the same vector (stored as a query), which then waits.
-        promised = self._promise(text) if self.joint is not None else []
-        task = asyncio.get_running_loop().create_task(
-            self._joint_vectors(text, promised) if promised else self._query_vectors([text])
-        )
+        # The promise is made here, before the task starts: the message is stored
+        # meanwhile, and its storage may ask for the same vector (stored as a query),
+        # which then waits for it.
+        task = asyncio.get_running_loop().create_task(self._query_vectors([text]))
         # Read here too: a turn that ends before the emotion stage (a duplicate) leaves
         # the task unread.
         task.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -156,12 +155,17 @@ class EmotionTracker:
             return await asyncio.to_thread(self.detector.detect_many, list(texts), vectors)
         return await asyncio.to_thread(self.detector.detect_many, list(texts))
 
-    async def _query_vectors(self, texts: Sequence[str]) -> np.ndarray:
-        assert self.batcher is not None
+    def _query_vectors(self, texts: Sequence[str]) -> Coroutine[Any, Any, np.ndarray]:
+        """The computation of ``texts``' query vectors; a live message's (one text) is
+        promised to the encoders' batchers at once, before it is awaited."""
         if self.joint is not None and len(texts) == 1 and texts[0].strip():
             promised = self._promise(texts[0])
             if promised:
-                return await self._joint_vectors(texts[0], promised)
+                return self._joint_vectors(texts[0], promised)
+        return self._each_encoder(texts)
+
+    async def _each_encoder(self, texts: Sequence[str]) -> np.ndarray:
+        assert self.batcher is not None
         blocks = await asyncio.gather(
             *(_batched_queries(b, texts) for b in [self.batcher, *self.part_batchers])
         )
