@@ -240,8 +240,7 @@ class PgNodeStore(NodeStore):
             self.db.pending_for(owner).emotions[node_id] = (label, score)
             self._relabel(owner, {node_id: (label, score)})
             return
-        if owner in self.db.pending:
-            await self.db.flush_pending(owner)
+        await self.db.flush_pending(owner)
         version = await self.db.fetchval(_SET_EMOTION, node_id, owner, label, score)
         if version is None:
             return

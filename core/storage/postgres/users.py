@@ -51,8 +51,7 @@ class PgUserStore(UserStore):
     ) -> UserRecord:
         platform, external_id = parse_user_key(key)
         seen = to_ts(seen_at or utcnow())
-        if key in self.db.pending:
-            await self.db.flush_pending(key)
+        await self.db.flush_pending(key)
         granted = self.db.granted_users.pop(key, None)
         if (
             granted is not None
@@ -81,8 +80,7 @@ class PgUserStore(UserStore):
         return user_from_row(row)
 
     async def get(self, key: str) -> UserRecord | None:
-        if key in self.db.pending:
-            await self.db.flush_pending(key)
+        await self.db.flush_pending(key)
         row = await self.db.fetchrow(f"SELECT {USER_COLUMNS} FROM users WHERE key = $1", key)
         if row is None:
             return None
@@ -105,14 +103,11 @@ class PgUserStore(UserStore):
         lock's release (core.storage.postgres.pending); otherwise it is sent now."""
         if not wait and not announce and self.db.defers(key):
             return await self._defer(key, edit)
-        if key in self.db.pending:
-            await self.db.flush_pending(key)
+        await self.db.flush_pending(key)
         before: str | None = self._profiles.pop(key, None)
         while True:
             if before is None:
-                before = await self.db.fetchval("SELECT profile FROM users WHERE key = $1", key)
-            if before is None:
-                raise KeyError(key)
+                before = await self._stored_profile(key)
             profile = json.loads(before)
             result = edit(profile)
             swapped = await self.db.fetchval(
@@ -130,15 +125,22 @@ class PgUserStore(UserStore):
                 return result
             before = None
 
+    async def _stored_profile(self, key: str) -> str:
+        """The person's profile as stored (KeyError: no such person)."""
+        profile: str | None = await self.db.fetchval(
+            "SELECT profile FROM users WHERE key = $1", key
+        )
+        if profile is None:
+            raise KeyError(key)
+        return profile
+
     async def _defer(self, key: str, edit: Callable[[dict[str, Any]], T]) -> T:
         pending = self.db.pending.get(key)
         before = pending.after if pending is not None and pending.after is not None else None
         if before is None:
             before = self._profiles.get(key)
         if before is None:
-            before = await self.db.fetchval("SELECT profile FROM users WHERE key = $1", key)
-        if before is None:
-            raise KeyError(key)
+            before = await self._stored_profile(key)
         profile = json.loads(before)
         result = edit(profile)
         pending = self.db.pending_for(key)
@@ -177,8 +179,7 @@ class PgUserStore(UserStore):
         if not wait and self.db.defers(key):
             self.db.pending_for(key).language = language
             return
-        if key in self.db.pending:
-            await self.db.flush_pending(key)
+        await self.db.flush_pending(key)
         await self.db.execute("UPDATE users SET language = $2 WHERE key = $1", key, language)
 
     async def settle(self) -> None:
