@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -201,3 +202,15 @@ def node_params(node: MemoryNode) -> NodeRow:
         node.emotion_score,
         node.source_id,
     )
+
+
+def count_shared_tags(
+    found: dict[str, tuple[int, int]], postings: Iterable[tuple[str, int]]
+) -> dict[str, tuple[int, int]]:
+    """GraphStore.tag_candidates' answer, added to ``found`` from tag postings (node id,
+    the node's tag count), one a tag asked: each node with how many of the tags it
+    shares, and its own tag count."""
+    for node_id, ntags in postings:
+        common, count = found.get(node_id, (0, int(ntags)))
+        found[node_id] = (common + 1, count)
+    return found

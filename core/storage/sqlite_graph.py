@@ -52,7 +52,14 @@ from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
 from core.storage.loading import LoadGuard
 from core.storage.owner_changes import EVERY_OWNER, announced, record_change_in
 from core.storage.owner_words import MAX_QUERY_WORDS, query_terms
-from core.storage.records import Connection, MemoryNode, from_ts, node_from_row, to_ts
+from core.storage.records import (
+    Connection,
+    MemoryNode,
+    count_shared_tags,
+    from_ts,
+    node_from_row,
+    to_ts,
+)
 from core.storage.sqlite_nodes import SQLiteNodeStore
 from core.storage.sqlite_rows import (
     NODE_COLUMNS,
@@ -306,11 +313,9 @@ class SQLiteGraphStore(GraphStore):
             for start in range(0, len(unique), TAGS_PER_STATEMENT):
                 chunk = unique[start : start + TAGS_PER_STATEMENT]
                 sql = _tag_postings_sql(len(chunk))
-                for node_id, ntags in json.loads(
-                    raw.execute(sql, (owner, per_tag, *chunk)).fetchone()[0]
-                ):
-                    common, count = found.get(node_id, (0, int(ntags)))
-                    found[node_id] = (common + 1, count)
+                count_shared_tags(
+                    found, json.loads(raw.execute(sql, (owner, per_tag, *chunk)).fetchone()[0])
+                )
             return found
 
         # Bounded by ``per_tag`` rows a tag: a lookup.

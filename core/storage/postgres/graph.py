@@ -51,6 +51,7 @@ from core.storage.records import (
     EVERY_OWNER,
     Connection,
     MemoryNode,
+    count_shared_tags,
     from_ts,
     node_from_row,
     to_ts,
@@ -376,11 +377,7 @@ class PgGraphStore(GraphStore):
             unique,
             per_tag,
         )
-        found: dict[str, tuple[int, int]] = {}
-        for node_id, ntags in rows:
-            common, count = found.get(node_id, (0, int(ntags)))
-            found[node_id] = (common + 1, count)
-        return found
+        return count_shared_tags({}, rows)
 
     async def tags_and_entities(
         self,
@@ -411,15 +408,12 @@ class PgGraphStore(GraphStore):
             to_ts(at) if at is not None else math.inf,
             per_entity,
         )
-        candidates: dict[str, tuple[int, int]] = {}
         mentions: dict[str, list[str]] = {}
-        for kind, i, node_id, ntags, _ts in rows:
-            if kind == 0:
-                common, count = candidates.get(node_id, (0, int(ntags)))
-                candidates[node_id] = (common + 1, count)
-            else:
+        for kind, i, node_id, _ntags, _ts in rows:
+            if kind == 1:
                 mentions.setdefault(entity_list[i - 1], []).append(node_id)
-        return candidates, mentions
+        tagged = ((node_id, ntags) for kind, _i, node_id, ntags, _ts in rows if kind == 0)
+        return count_shared_tags({}, tagged), mentions
 
     async def _kept_postings(
         self,

@@ -14,8 +14,10 @@ import bisect
 from collections import OrderedDict
 from collections.abc import Sequence
 
-MAX_KEPT_OWNERS = 2_000
-WHOLE_ROWS = 2_000  # postings of each kind a person may have to be read whole  # people whose postings are kept, least recently served dropped
+from core.storage.records import count_shared_tags
+
+MAX_KEPT_OWNERS = 2_000  # people whose postings are kept, least recently served dropped
+WHOLE_ROWS = 2_000  # postings of each kind a person may have to be read whole
 
 
 class OwnerPostings:
@@ -40,9 +42,8 @@ class OwnerPostings:
         """As GraphStore.tag_candidates, from what is kept (every tag of ``tags`` is)."""
         found: dict[str, tuple[int, int]] = {}
         for tag in tags:
-            for _, node_id, ntags in self.tags.get(tag, [])[-per_tag:] if per_tag > 0 else ():
-                common, count = found.get(node_id, (0, ntags))
-                found[node_id] = (common + 1, count)
+            kept = self.tags.get(tag, [])[-per_tag:] if per_tag > 0 else []
+            count_shared_tags(found, ((node_id, ntags) for _, node_id, ntags in kept))
         return found
 
     def mentions(
