@@ -235,10 +235,9 @@ def outlier_channels(
     as a passage by the float32 forward (:class:`core.emotion.e5numpy.NumpyEncoder`'s
     arithmetic), sorted. The texts' tokens are stacked in one matrix: every step but
     attention is token by token, so the products run once a layer, not once a text."""
-    from core.emotion.e5numpy import gelu, layer_norm, transpose_layer
+    from core.emotion.e5numpy import encoder_layer, layer_norm, transpose_layer
 
     c = weights.config
-    hd = c.hidden // c.heads
     emb = weights.embeddings()
     spans: list[tuple[int, int]] = []
     rows: list[np.ndarray] = []
@@ -250,22 +249,14 @@ def outlier_channels(
             start += len(ids)
             rows.append(weights.word_rows(ids) + emb["pos"][: len(ids)] + emb["type"])
     x = layer_norm(np.concatenate(rows), emb["ln.w"], emb["ln.b"], c.eps)
-    chosen = []
-    for n in range(c.layers):
-        ly = transpose_layer(weights.layer(n))
-        qkv = (x @ ly["qkv.w"] + ly["qkv.b"]).reshape(len(x), 3, c.heads, hd)
-        context = np.empty_like(x)
-        for a, b in spans:
-            q, k, v = qkv[a:b].transpose(1, 2, 0, 3)  # each (heads, tokens, hd)
-            scores = (q @ k.transpose(0, 2, 1)) * np.float32(1.0 / np.sqrt(hd))
-            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            scores /= scores.sum(axis=-1, keepdims=True)
-            context[a:b] = (scores @ v).transpose(1, 0, 2).reshape(b - a, c.hidden)
-        x = layer_norm(x + context @ ly["ao.w"] + ly["ao.b"], ly["aln.w"], ly["aln.b"], c.eps)
-        mid = gelu(x @ ly["fi.w"] + ly["fi.b"])
+    chosen: list[np.ndarray] = []
+
+    def choose(mid: np.ndarray) -> None:
         peak = np.abs(mid).max(axis=0)
         chosen.append(np.sort(np.argsort(-peak, kind="stable")[:count]))
-        x = layer_norm(x + mid @ ly["fo.w"] + ly["fo.b"], ly["oln.w"], ly["oln.b"], c.eps)
+
+    for n in range(c.layers):
+        x = encoder_layer(x, transpose_layer(weights.layer(n)), c, spans=spans, on_gelu=choose)
     return chosen
 
 

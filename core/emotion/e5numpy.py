@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -339,15 +340,30 @@ def transpose_layer(layer: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def encoder_layer(x: np.ndarray, ly: dict[str, np.ndarray], c: Config) -> np.ndarray:
+def encoder_layer(
+    x: np.ndarray,
+    ly: dict[str, np.ndarray],
+    c: Config,
+    *,
+    spans: Sequence[tuple[int, int]] | None = None,
+    on_gelu: Callable[[np.ndarray], object] | None = None,
+) -> np.ndarray:
+    """One encoder layer over ``x`` (tokens, hidden). ``spans``: each text's (start,
+    end) when ``x`` stacks several texts' tokens (attention stays within a text; every
+    other step is token by token). ``on_gelu``: handed the feed-forward's GELU output
+    (the int8 graph's calibration reads it)."""
     n = x.shape[0]
     hd = c.hidden // c.heads
-    qkv = (x @ ly["qkv.w"] + ly["qkv.b"]).reshape(n, 3, c.heads, hd).transpose(1, 2, 0, 3)
-    q, k, v = qkv[0], qkv[1], qkv[2]  # (heads, n, hd)
-    att = (q @ k.transpose(0, 2, 1)) * np.float32(1.0 / np.sqrt(hd))
-    att = np.exp(att - att.max(axis=-1, keepdims=True))
-    att /= att.sum(axis=-1, keepdims=True)
-    ctx = (att @ v).transpose(1, 0, 2).reshape(n, c.hidden)
+    qkv = (x @ ly["qkv.w"] + ly["qkv.b"]).reshape(n, 3, c.heads, hd)
+    ctx = np.empty_like(x)
+    for a, b in spans if spans is not None else [(0, n)]:
+        q, k, v = qkv[a:b].transpose(1, 2, 0, 3)  # each (heads, tokens, hd)
+        att = (q @ k.transpose(0, 2, 1)) * np.float32(1.0 / np.sqrt(hd))
+        att = np.exp(att - att.max(axis=-1, keepdims=True))
+        att /= att.sum(axis=-1, keepdims=True)
+        ctx[a:b] = (att @ v).transpose(1, 0, 2).reshape(b - a, c.hidden)
     x = layer_norm(x + ctx @ ly["ao.w"] + ly["ao.b"], ly["aln.w"], ly["aln.b"], c.eps)
     mid = gelu(x @ ly["fi.w"] + ly["fi.b"])
+    if on_gelu is not None:
+        on_gelu(mid)
     return layer_norm(x + mid @ ly["fo.w"] + ly["fo.b"], ly["oln.w"], ly["oln.b"], c.eps)
