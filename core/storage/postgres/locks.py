@@ -242,16 +242,18 @@ class PersonLocks:
         # in this process share a session, where advisory locks count up, so a message
         # gives back only a count it took (one given up while waiting took and gave
         # back its own; letting go again would give back the holder's).
-        held = [False]
+        held = False
 
         async def try_first() -> asyncpg.Record:
+            nonlocal held
             row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
-            held[0] = row[0] is not None
+            held = row[0] is not None
             return row
 
         async def let_go() -> None:
+            nonlocal held
             await session.fetchrow(_UNLOCK, key)
-            held[0] = False
+            held = False
 
         pause = RETRY_S
         try:
@@ -280,7 +282,7 @@ class PersonLocks:
                 pause = min(pause * 2, MAX_RETRY_S)
             yield
         finally:
-            await self._done(session, owner, arrival, key, granted=granted, held=held[0])
+            await self._done(session, owner, arrival, key, granted=granted, held=held)
 
     async def _done(
         self,
@@ -295,16 +297,14 @@ class PersonLocks:
         """Forget the arrival, write what waited for the release, let go of the lock
         (``held``: only when this message holds a count of it)."""
         if not held:
-            try:
-                await self.db.execute(_FORGET, owner, arrival)
-            except _ERRORS:
-                pass  # the server is away: the arrival expires
+            await self._forget(owner, arrival)
             return
-        if granted:
-            self.db.granted_users.pop(owner, None)
         # Only a message that was granted the lock lets go of what it held: one given up
         # while waiting (cancelled) leaves the holder's writes to the holder.
-        pending = self.db.releasing(owner) if granted else None
+        pending = None
+        if granted:
+            self.db.granted_users.pop(owner, None)
+            pending = self.db.releasing(owner)
         row = None
         try:
             if pending is None:
@@ -318,12 +318,9 @@ class PersonLocks:
             session.drop()  # closing the session lets go of its locks
             if pending is not None:
                 await self.db.pending_written(owner, pending, None)  # lost, as in a crash
-            try:
-                # Its registering connection is still there, so the arrival would hold
-                # the person up until ARRIVAL_TTL_S: forget it on any connection.
-                await self.db.execute(_FORGET, owner, arrival)
-            except _ERRORS:
-                pass  # the server is away: it expires
+            # Its registering connection is still there, so the arrival would hold the
+            # person up until ARRIVAL_TTL_S: forget it on any connection.
+            await self._forget(owner, arrival)
             return
         if pending is not None:
             assert row is not None
@@ -333,6 +330,13 @@ class PersonLocks:
                 )
             except _ERRORS as exc:
                 log.debug("could not store a person's profile again (%s)", type(exc).__name__)
+
+    async def _forget(self, owner: str, arrival: int) -> None:
+        """Forget the arrival, on any connection."""
+        try:
+            await self.db.execute(_FORGET, owner, arrival)
+        except _ERRORS:
+            pass  # the server is away: it expires
 
     async def close(self) -> None:
         for session in (*self._sessions, self._arrivals.session):
