@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.storage import SQLiteStorage
 from core.storage.postgres import PostgresStorage
+from core.storage.postgres.database import PgDatabase
 from core.storage.records import MemoryNode, NodeType
 from tests.postgres import postgres_database
 
@@ -57,3 +60,26 @@ async def two_processes(
             for owner in getattr(request.module, "OWNERS", ()):
                 await first.users.ensure(owner)
             yield first, second
+
+
+@contextlib.contextmanager
+def statements_sent(
+    db: PgDatabase, methods: Sequence[str] = ("fetch", "fetchrow", "fetchval", "execute")
+) -> Iterator[list[str]]:
+    """The statements sent through ``db``'s ``methods`` while the block runs."""
+    sent: list[str] = []
+
+    def counting(send: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def counted(sql: str, *args: object) -> Any:
+            sent.append(sql)
+            return await send(sql, *args)
+
+        return counted
+
+    for name in methods:
+        setattr(db, name, counting(getattr(db, name)))
+    try:
+        yield sent
+    finally:
+        for name in methods:
+            delattr(db, name)

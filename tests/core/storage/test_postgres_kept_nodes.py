@@ -5,19 +5,19 @@ while the other holds the lock; one process alone reads them from memory."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
 from core.storage.postgres import PostgresStorage
 from core.storage.records import MemoryNode, NodeType
+from tests.core.storage.conftest import statements_sent
 from tests.core.storage.contract.test_contract import MODEL, unit
 
 A = "telegram:1"
 OWNERS = [A]
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+READS = ("fetch", "fetchrow", "fetchval")  # the statements that answer something
 
 
 def turn(node_id: str, minutes: float) -> MemoryNode:
@@ -94,28 +94,13 @@ async def test_one_process_serving_reads_the_kept_nodes(
         await first.graph.add_node(turn("n1", 1), vector=unit(1), model=MODEL)
         assert await ids(first) == ["n1"]  # read once, kept
         assert await first.graph.vector_search(A, unit(1), k=1) != []
-    statements: list[str] = []
-    db = first.db
-
-    def counting(read: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        async def counted(sql: str, *args: object) -> Any:
-            statements.append(sql)
-            return await read(sql, *args)
-
-        return counted
-
-    for name in ("fetch", "fetchrow", "fetchval"):
-        setattr(db, name, counting(getattr(db, name)))
-    try:
+    with statements_sent(first.db, READS) as statements:
         async with first.serving(A):
             await first.graph.add_node(turn("n2", 2), vector=unit(2), model=MODEL)
             assert await ids(first) == ["n1", "n2"]
             assert [h for h, _ in await first.graph.vector_search(A, unit(2), k=1)] == ["n2"]
             latest = await first.graph.latest_node(A, at=T0 + timedelta(hours=1))
             assert latest is not None and latest[0] == "n2"
-    finally:
-        for name in ("fetch", "fetchrow", "fetchval"):
-            delattr(db, name)
     # The node written; history, vectors and the latest node from memory.
     assert len(statements) == 1 and "INSERT INTO nodes" in statements[0], statements
 
@@ -140,28 +125,13 @@ async def test_tag_and_entity_postings_are_kept_while_serving_and_read_after_ano
         await first.graph.add_node(
             tagged("n2", 2, ["cats"]), vector=unit(2), model=MODEL, entities=["julia"]
         )
-    statements: list[str] = []
-    db = first.db
-
-    def counting(read: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        async def counted(sql: str, *args: object) -> Any:
-            statements.append(sql)
-            return await read(sql, *args)
-
-        return counted
-
-    for name in ("fetch", "fetchrow", "fetchval"):
-        setattr(db, name, counting(getattr(db, name)))
-    try:
+    with statements_sent(first.db, READS) as statements:
         async with first.serving(A):
             kept = await first.graph.tags_and_entities(A, ["cats"], ["julia"], at=at)
             # Before n2: what a node said earlier than the kept postings reach is asked.
             earlier = await first.graph.tags_and_entities(
                 A, [], ["julia"], at=T0 + timedelta(minutes=1.5), per_entity=1
             )
-    finally:
-        for name in ("fetch", "fetchrow", "fetchval"):
-            delattr(db, name)
     assert kept == ({"n1": (1, 2), "n2": (1, 1)}, {"julia": ["n2", "n1"]})
     assert earlier == ({}, {"julia": ["n1"]})
     assert statements == []  # both from memory

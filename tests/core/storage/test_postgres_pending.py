@@ -5,13 +5,12 @@ next holder of the lock, in another process, finds them stored."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from core.storage.postgres import PostgresStorage
 from core.storage.profile_records import ProfileCount
 from core.storage.records import MemoryNode, NodeType
+from tests.core.storage.conftest import statements_sent
 
 A = "telegram:1"
 OWNERS = [A]
@@ -35,30 +34,15 @@ async def test_background_writes_ride_on_the_release_and_the_next_holder_sees_th
 ) -> None:
     first, second = two_processes
     await first.nodes.add(message("n1"))
-    statements: list[str] = []
-    db = first.db
-
-    def counting(send: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        async def counted(sql: str, *args: object) -> Any:
-            statements.append(sql)
-            return await send(sql, *args)
-
-        return counted
-
     async with first.serving(A, sent_at=T0):
         await first.users.ensure(A, seen_at=T0)  # the lock's own row: no statement
         await first.nodes.recent(A, limit=1)  # the person's latest nodes, kept from now
-        for name in ("fetch", "fetchrow", "fetchval", "execute"):
-            setattr(db, name, counting(getattr(db, name)))
-        try:
+        with statements_sent(first.db) as statements:
             await first.users.change_profile(A, "mood", lambda _: "calma", wait=False)
             await first.nodes.set_emotion(A, "n1", "alegria", 0.7, wait=False)
             await first.users.set_language(A, "en", wait=False)
             (kept,) = await first.nodes.recent(A, limit=1)  # kept: says it at once
             assert kept.emotion == "alegria"
-        finally:
-            for name in ("fetch", "fetchrow", "fetchval", "execute"):
-                delattr(db, name)
         assert statements == []
         # Not stored before the release.
         assert await second.db.fetchval("SELECT language FROM users WHERE key = $1", A) is None
