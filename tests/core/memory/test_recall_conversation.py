@@ -3,9 +3,7 @@ hashing embedder: follow-ups without shared words, times named in questions, pri
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +13,7 @@ from core.memory.query import QueryConfig, plan_query
 from core.storage import MemoryNode, NodeType, SQLiteStorage
 
 OWNER = "telegram:42"
+OWNERS = [OWNER]  # users in the storage fixture (conftest)
 # Years in the past on purpose: everything is relative to the messages' own times.
 T0 = datetime(2019, 3, 4, 9, 0, tzinfo=UTC)  # a Monday
 
@@ -32,14 +31,6 @@ CHATTER = [
     "meu notebook tá muito lento",
     "vi um vídeo de gatinho e perdi meia hora",
 ]
-
-
-@pytest.fixture
-async def storage(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    store = SQLiteStorage(tmp_path / "akira.db")
-    async with store:
-        await store.users.ensure(OWNER)
-        yield store
 
 
 @pytest.fixture

@@ -3,18 +3,15 @@ with the hashing embedder: a question gathering several facts gets the different
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-
-import pytest
 
 from core.embeddings import HashingEmbedder
 from core.memory.graph import GraphConfig, GraphMemory
 from core.storage import MemoryNode, NodeType, SQLiteStorage
 
 OWNER = "telegram:77"
+OWNERS = [OWNER]  # users in the storage fixture (conftest)
 T0 = datetime(2018, 6, 1, 10, 0, tzinfo=UTC)
 QUESTION = "acampar com as crianças e a barraca na areia, onde já fomos?"
 
@@ -32,14 +29,6 @@ LINES = [
     ("c7", "to tentando beber mais água"),
     ("c8", "a internet caiu de novo aqui em casa"),
 ]
-
-
-@pytest.fixture
-async def storage(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    store = SQLiteStorage(tmp_path / "akira.db")
-    async with store:
-        await store.users.ensure(OWNER)
-        yield store
 
 
 async def stored(storage: SQLiteStorage, diversity: float) -> GraphMemory:

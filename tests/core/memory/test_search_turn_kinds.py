@@ -4,18 +4,15 @@ bot's reply when all three match the query alike."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-
-import pytest
 
 from core.embeddings import HashingEmbedder
 from core.memory.graph import GraphConfig, GraphMemory
 from core.storage import MemoryNode, NodeType, SQLiteStorage
 
 OWNER = "telegram:78"
+OWNERS = [OWNER]  # users in the storage fixture (conftest)
 T0 = datetime(2018, 6, 1, 10, 0, tzinfo=UTC)
 QUERY = "dentista em Porto Alegre na quinta"
 
@@ -35,14 +32,6 @@ LINES = [
     ("c4", NodeType.USER_MESSAGE, "meu notebook tá lento demais"),
     ("c5", NodeType.USER_MESSAGE, "choveu o dia inteiro e fiquei vendo série"),
 ]
-
-
-@pytest.fixture
-async def storage(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    store = SQLiteStorage(tmp_path / "akira.db")
-    async with store:
-        await store.users.ensure(OWNER)
-        yield store
 
 
 async def ranked(storage: SQLiteStorage, turn_kinds: bool) -> list[str]:

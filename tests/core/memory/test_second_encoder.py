@@ -4,10 +4,8 @@ second, as the app pairs e5 and USE."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -18,6 +16,7 @@ from core.memory.graph import GraphConfig, GraphMemory
 from core.storage import MemoryNode, NodeType, SQLiteStorage
 
 OWNER = "telegram:88"
+OWNERS = [OWNER]  # users in the storage fixture (conftest)
 T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 QUESTION = "pedi demissão do emprego, foi uma boa decisão?"
 WANTED = "quit"
@@ -41,14 +40,6 @@ LINES = [
 @pytest.fixture(scope="module")
 def use() -> USEEmbedder:
     return USEEmbedder()
-
-
-@pytest.fixture
-async def storage(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    store = SQLiteStorage(tmp_path / "akira.db")
-    async with store:
-        await store.users.ensure(OWNER)
-        yield store
 
 
 def line(node_id: str, text: str, day: int, kind: NodeType = NodeType.USER_MESSAGE) -> MemoryNode:
