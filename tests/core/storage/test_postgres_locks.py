@@ -29,14 +29,19 @@ class Served:
                 self.holding.set()
                 await self.release.wait()
 
+    async def hold(self, store: PostgresStorage) -> asyncio.Task[None]:
+        """Message "2" served by ``store``: it holds the lock until ``release``."""
+        holder = asyncio.create_task(self.serve(store, "2", 2))
+        await self.holding.wait()
+        return holder
+
 
 async def test_the_earlier_message_goes_first_whichever_process_has_it(
     two_processes: tuple[PostgresStorage, PostgresStorage],
 ) -> None:
     first, second = two_processes
     served = Served()
-    holder = asyncio.create_task(served.serve(first, "2", 2))
-    await served.holding.wait()
+    holder = await served.hold(first)
     # Both wait while "2" is served: "3" in the holder's process, "1" (sent earlier,
     # registered later) in the other's.
     later = asyncio.create_task(served.serve(first, "3", 3))
@@ -84,8 +89,7 @@ async def test_a_waiter_given_up_does_not_let_go_of_the_holders_lock(
     # back the holder's.
     first, second = two_processes
     served = Served()
-    holder = asyncio.create_task(served.serve(first, "2", 2))
-    await served.holding.wait()
+    holder = await served.hold(first)
     waiter = asyncio.create_task(served.serve(first, "3", 3))
     await asyncio.sleep(0.1)  # it has tried the lock (and yielded to "2") at least once
     waiter.cancel()
