@@ -109,35 +109,39 @@ CROSS JOIN LATERAL (SELECT node_id, ts FROM graph_entities
 ORDER BY kind, i, ts DESC
 """
 # The same for the postings kept of a person served (core.storage.postgres.postings):
-# every entity's latest $6 whatever their time, each with its time, and the person's
-# node version in the same snapshot (kind 2).
+# every entity's latest $6 whatever their time and scope, each with its time and scope,
+# and the person's node version in the same snapshot (kind 2).
 _POSTINGS = """
-SELECT 0 AS kind, q.i, p.node_id, p.ntags, p.ts
+SELECT 0 AS kind, q.i, p.node_id, p.ntags, p.ts, '' AS scope
 FROM unnest($2::text[]) WITH ORDINALITY AS q(tag, i)
 CROSS JOIN LATERAL (SELECT node_id, ntags, ts FROM graph_tags
     WHERE owner = $1 AND tag = q.tag ORDER BY ts DESC LIMIT $3) AS p
 UNION ALL
-SELECT 1, q.i, p.node_id, 0, p.ts
+SELECT 1, q.i, p.node_id, 0, p.ts, p.scope
 FROM unnest($4::text[]) WITH ORDINALITY AS q(entity, i)
-CROSS JOIN LATERAL (SELECT node_id, ts FROM graph_entities
+CROSS JOIN LATERAL (SELECT node_id, ts, scope FROM graph_entities
     WHERE owner = $1 AND entity = q.entity ORDER BY ts DESC LIMIT $5) AS p
 UNION ALL
-SELECT 2, node_version, NULL, 0, 0 FROM users WHERE key = $1
+SELECT 2, node_version, NULL, 0, 0, '' FROM users WHERE key = $1
 """
 # Every posting of a person, at most $2 of each kind, with their node version (kind 2).
 _WHOLE_POSTINGS = """
-(SELECT 0 AS kind, tag AS key, node_id, ntags, ts FROM graph_tags WHERE owner = $1 LIMIT $2)
+(SELECT 0 AS kind, tag AS key, node_id, ntags, ts, '' AS scope FROM graph_tags
+    WHERE owner = $1 LIMIT $2)
 UNION ALL
-(SELECT 1, entity, node_id, 0, ts FROM graph_entities WHERE owner = $1 LIMIT $2)
+(SELECT 1, entity, node_id, 0, ts, scope FROM graph_entities WHERE owner = $1 LIMIT $2)
 UNION ALL
-SELECT 2, node_version::text, NULL, 0, 0 FROM users WHERE key = $1
+SELECT 2, node_version::text, NULL, 0, 0, '' FROM users WHERE key = $1
 """
 FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
 # Postings kept of each tag and entity of a person served: as many as a new node's
 # connections read (core.memory.connections: tag_per_tag, entity_common); a caller
 # asking for more is answered by PostgreSQL.
 KEPT_PER_TAG = 50
-KEPT_PER_ENTITY = 50
+# Recall asks for an entity's latest 200 mentions in the message's scopes
+# (core.memory.search.SearchConfig.entity_postings): kept that deep, a person's message
+# finds them here too (fewer in those scopes than asked: PostgreSQL answers).
+KEPT_PER_ENTITY = 200
 FOUND_OWNERS = 256  # people whose vectors found by PostgreSQL's searches are remembered
 FOUND_PER_OWNER = 512  # vectors remembered per person, the latest search's first
 
@@ -289,6 +293,7 @@ class PgGraphStore(GraphStore):
             version,
             to_ts(node.timestamp),
             node.id,
+            node.scope,
             tags,
             list(dict.fromkeys(entities)),
         )
@@ -427,6 +432,19 @@ class PgGraphStore(GraphStore):
         """:meth:`tags_and_entities` from the postings kept of a person this process
         serves, what is not kept yet read and kept; None when the kept postings cannot
         tell (an entity asked about before the latest kept of it)."""
+        kept = await self._kept(owner, tags, entities)
+        if kept is None:
+            return None
+        until = to_ts(at) if at is not None else math.inf
+        mentions = kept.mentions(entities, per_entity, until)
+        if mentions is None:
+            return None
+        return kept.candidates(tags, per_tag), mentions
+
+    async def _kept(self, owner: str, tags: list[str], entities: list[str]) -> OwnerPostings | None:
+        """The postings kept of a person this process serves, with ``tags`` and
+        ``entities`` among them (what is not kept yet is read and kept); None when
+        they cannot be kept (no user row, or another write landed since)."""
         kept = self._postings.get(owner, self.db.serving.get(owner))
         if kept is None:
             kept = await self._whole_postings(owner)
@@ -461,24 +479,18 @@ class PgGraphStore(GraphStore):
                 kept.tags[tag] = []
             for entity in missing_entities:
                 kept.entities[entity] = []
-            for kind, i, node_id, ntags, ts in rows:
+            for kind, i, node_id, ntags, ts, scope in rows:
                 if kind == 0:
                     kept.tags[missing_tags[i - 1]].append((float(ts), node_id, int(ntags)))
                 elif kind == 1:
-                    kept.entities[missing_entities[i - 1]].append((float(ts), node_id))
+                    kept.entities[missing_entities[i - 1]].append((float(ts), node_id, scope))
             for tag in missing_tags:
                 kept.tags[tag].sort()
             for entity in missing_entities:
                 kept.entities[entity].sort()
             if version == self.db.serving.get(owner):
                 self._postings.keep(owner, kept)
-        if kept is None:
-            return None  # nothing asked (nothing missing) and nothing kept: unreachable
-        until = to_ts(at) if at is not None else math.inf
-        mentions = kept.mentions(entities, per_entity, until)
-        if mentions is None:
-            return None
-        return kept.candidates(tags, per_tag), mentions
+        return kept  # None: nothing asked (nothing missing) and nothing kept
 
     async def _whole_postings(self, owner: str) -> OwnerPostings | None:
         """Every posting of a person who has few (None: more than WHOLE_ROWS of a kind,
@@ -490,10 +502,10 @@ class PgGraphStore(GraphStore):
         if not versions or len(tags) > WHOLE_ROWS or len(entities) > WHOLE_ROWS:
             return None
         kept = OwnerPostings(versions[0], KEPT_PER_TAG, KEPT_PER_ENTITY, complete=True)
-        for _, tag, node_id, ntags, ts in tags:
+        for _, tag, node_id, ntags, ts, _ in tags:
             kept.tags.setdefault(tag, []).append((float(ts), node_id, int(ntags)))
-        for _, entity, node_id, _, ts in entities:
-            kept.entities.setdefault(entity, []).append((float(ts), node_id))
+        for _, entity, node_id, _, ts, scope in entities:
+            kept.entities.setdefault(entity, []).append((float(ts), node_id, scope))
         for postings in kept.tags.values():
             postings.sort()
             del postings[:-KEPT_PER_TAG]
@@ -510,6 +522,12 @@ class PgGraphStore(GraphStore):
         scopes: list[str] | None,
         until: float,
     ) -> dict[str, list[str]]:
+        if owner in self.db.serving:
+            # Recall's question while serving the person: from what is kept.
+            kept = await self._kept(owner, [], entities)
+            found = kept.mentions(entities, per_entity, until, scopes) if kept else None
+            if found is not None:
+                return found
         # The latest ``per_entity`` postings of each entity, all entities in one statement.
         rows = await self.db.fetch(
             "SELECT q.entity, p.node_id FROM unnest($2::text[]) WITH ORDINALITY AS q(entity, i)"
