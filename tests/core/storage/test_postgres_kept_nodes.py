@@ -182,3 +182,36 @@ async def test_recalls_entity_question_is_answered_from_the_kept_postings(
             in_dm = await first.graph.entity_mentions(A, ["julia"], scopes=["dm"], at=at)
         assert in_dm == {"julia": ["dm0"]}
         assert len(statements) == 1  # the kept 200 are all the group's: asked
+
+
+async def test_after_another_process_one_statement_reads_nodes_vectors_and_postings_again(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, second = two
+    at = T0 + timedelta(hours=1)
+
+    def tagged(node_id: str, minutes: float) -> MemoryNode:
+        node = turn(node_id, minutes)
+        node.tags = ["cats"]
+        return node
+
+    async with first.serving(A):
+        await first.graph.add_node(tagged("n1", 1), vector=unit(1), model=MODEL, entities=["julia"])
+        assert await ids(first) == ["n1"]
+        assert await first.graph.tags_and_entities(A, ["cats"], ["julia"], at=at) == (
+            {"n1": (1, 1)},
+            {"julia": ["n1"]},
+        )
+        assert await first.graph.vector_search(A, unit(1), k=1) != []
+    async with second.serving(A):
+        await second.graph.add_node(
+            tagged("n2", 2), vector=unit(2), model=MODEL, entities=["julia"]
+        )
+    with statements_sent(first.db, READS) as statements:
+        async with first.serving(A):
+            assert await ids(first) == ["n1", "n2"]
+            postings = await first.graph.tags_and_entities(A, ["cats"], ["julia"], at=at)
+            found = await first.graph.vector_search(A, unit(2), k=1)
+    assert postings == ({"n1": (1, 1), "n2": (1, 1)}, {"julia": ["n2", "n1"]})
+    assert [h for h, _ in found] == ["n2"]
+    assert len(statements) == 1, statements  # the latest nodes, the new vector, the postings
