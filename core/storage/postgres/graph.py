@@ -329,15 +329,7 @@ class PgGraphStore(GraphStore):
             return False
         seq, version = int(row[0]), row[1]
         self.nodes.stored(node, version)
-        self._postings.stored(
-            owner,
-            version,
-            to_ts(node.timestamp),
-            node.id,
-            node.scope,
-            tags,
-            list(dict.fromkeys(entities)),
-        )
+        self._postings.stored(version, node, tags, list(dict.fromkeys(entities)))
         cached = self._cache.get(owner)
         # The next node in order: the only write since the version the cache is at (or,
         # without a version, the next seq). Otherwise the next search reads what it misses.

@@ -14,7 +14,7 @@ import bisect
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from core.storage.records import count_shared_tags
+from core.storage.records import MemoryNode, count_shared_tags, to_ts
 
 MAX_KEPT_OWNERS = 2_000  # people whose postings are kept, least recently served dropped
 WHOLE_ROWS = 2_000  # postings of each kind a person may have to be read whole
@@ -69,15 +69,10 @@ class OwnerPostings:
                 found[entity] = [node_id for _, node_id, _ in reversed(upto[-per_entity:])]
         return found
 
-    def add(
-        self,
-        ts: float,
-        node_id: str,
-        scope: str,
-        tags: Sequence[str],
-        entities: Sequence[str],
-    ) -> None:
-        """A node this process stored: its postings, where the tag or entity is kept."""
+    def add(self, node: MemoryNode, tags: Sequence[str], entities: Sequence[str]) -> None:
+        """A node this process stored (its distinct ``tags`` and ``entities``): its
+        postings, where the tag or entity is kept."""
+        ts, node_id = to_ts(node.timestamp), node.id
         for tag in tags:
             kept_tag = self.tags.setdefault(tag, []) if self.complete else self.tags.get(tag)
             if kept_tag is not None:
@@ -88,7 +83,7 @@ class OwnerPostings:
                 self.entities.setdefault(entity, []) if self.complete else self.entities.get(entity)
             )
             if kept_entity is not None:
-                bisect.insort(kept_entity, (ts, node_id, scope))
+                bisect.insort(kept_entity, (ts, node_id, node.scope))
                 del kept_entity[: -self.entity_limit]
 
 
@@ -115,23 +110,17 @@ class KeptPostings:
             self._owners.popitem(last=False)
 
     def stored(
-        self,
-        owner: str,
-        version: int | None,
-        ts: float,
-        node_id: str,
-        scope: str,
-        tags: Sequence[str],
-        entities: Sequence[str],
+        self, version: int | None, node: MemoryNode, tags: Sequence[str], entities: Sequence[str]
     ) -> None:
-        """A node of ``owner`` this process stored, moving their version to ``version``."""
+        """A node this process stored, moving its owner's version to ``version``."""
+        owner = node.owner
         kept = self._owners.get(owner)
         if kept is None:
             return
         if version is None or kept.version != version - 1:
             del self._owners[owner]
             return
-        kept.add(ts, node_id, scope, tags, entities)
+        kept.add(node, tags, entities)
         kept.version = version
 
     def moved(self, owner: str, version: int) -> None:
