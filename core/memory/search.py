@@ -22,7 +22,8 @@ import numpy as np
 
 from core.memory.base import RecalledNode
 from core.memory.connections import seed_range
-from core.memory.entities import extract_entities
+from core.memory.entities import extract_entities, speaker
+from core.memory.query import gathers
 from core.memory.tags import STOP_WORDS
 from core.storage.api import GraphStore, NodeStore
 from core.storage.records import MemoryNode, NodeType, to_ts
@@ -111,6 +112,18 @@ class SearchConfig:
     turn_kinds: bool = True
     reply_factor: float = 0.7
     question_factor: float = 0.6
+    # Whose line it is. A transcript line opens with its speaker ("Caroline: ...": an
+    # imported group chat, LoCoMo's conversations); when the query names the speaker of
+    # some of the found lines ("What has Melanie painted?"), a line another speaker said
+    # counts x ``other_speaker``: there the others react to, ask about or answer what
+    # the named one did or said, as the bot's replies do to the person's. 1: off.
+    other_speaker: float = 1.0
+    # A question that gathers (core.memory.query.gathers: "what books has she read?",
+    # "quais lugares eu já visitei?") wants facts of several moments, not one moment
+    # told in several lines: in the diversity step a result within ``moment`` seconds
+    # of each better one counts x (1 - ``spread``). 0: off.
+    spread: float = 0.0
+    moment: float = 7200.0
 
 
 def turn_factor(node: MemoryNode, reply: float, question: float) -> float:
@@ -180,10 +193,13 @@ class GraphSearcher:
         scopes: Sequence[str] | None,
         weight: float,
         keep: int,
+        moments: tuple[Mapping[str, float], float] | None = None,
     ) -> list[str]:
         """``ranked`` (best first) reordered by maximal marginal relevance of ``weight``:
         the best ``keep`` chosen, the rest after them in their order; ``scores`` is
-        updated with the discounted scores of the chosen."""
+        updated with the discounted scores of the chosen. ``moments``: (node id -> when
+        it was said, spread): each result of the same moment as a chosen one counts
+        x (1 - spread) (``SearchConfig.spread``)."""
         vectors = await self.graph.vectors(owner, list(ranked))
         ids = [i for i in ranked if i in vectors and i in scores]
         if len(ids) < 2:
@@ -199,14 +215,21 @@ class GraphSearcher:
         gram = np.einsum("id,jd->ij", matrix, matrix)
         overlap = np.zeros(len(ids))  # highest centred cosine to a chosen result
         free = np.ones(len(ids), dtype=bool)
+        times, spread = moments if moments is not None else ({}, 0.0)
+        when = np.array([times.get(i, np.nan) for i in ids])
+        kept = np.ones(len(ids))  # (1 - spread) per chosen result of the same moment
         order: list[int] = []
         for _ in range(min(keep, len(ids))):
-            adjusted = np.where(free, base * (1.0 - weight * np.clip(overlap, 0.0, 1.0)), -np.inf)
+            factor = (1.0 - weight * np.clip(overlap, 0.0, 1.0)) * kept
+            adjusted = np.where(free, base * factor, -np.inf)
             pick = int(np.argmax(adjusted))
             scores[ids[pick]] = float(adjusted[pick])
             order.append(pick)
             free[pick] = False
             overlap = np.maximum(overlap, gram[pick])
+            if spread > 0:
+                same = np.abs(when - when[pick]) <= self.config.moment
+                kept = np.where(same, kept * (1.0 - spread), kept)
         chosen = [ids[j] for j in order]
         taken = set(chosen)
         return chosen + [i for i in ranked if i not in taken]
@@ -290,6 +313,8 @@ class GraphSearcher:
         adjust: Callable[[MemoryNode], float] | None = None,
         diversity: float | None = None,
         second: tuple[str, np.ndarray, float] | None = None,
+        prior_damping: float = 0.0,
+        spread: float | None = None,
     ) -> list[RecalledNode]:
         """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
         e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
@@ -302,7 +327,10 @@ class GraphSearcher:
         candidate node, applied with the time priors (None: by kind of turn, when
         ``turn_kinds``).
         ``diversity``: the MMR weight for this search (None: the configured one).
-        ``second``: (model, the query's vector of that second encoder, its list's weight)."""
+        ``second``: (model, the query's vector of that second encoder, its list's weight).
+        ``prior_damping``: the priors count x (1 - this x the best seed's score of the
+        query's own lists): what the query already found needs less of them. ``spread``: a
+        gathering question's moments apart, this much (None: the configured one)."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -366,12 +394,14 @@ class GraphSearcher:
         for rank, (node_id, _relevance) in enumerate(text_hits, start=1):
             hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
             hit.score += cfg.text_weight / (cfg.rrf_k + rank) * norm
+        found = max((hit.score for hit in hits.values()), default=0.0)
         if seed_scale != 1.0:
             for hit in hits.values():
                 hit.score *= seed_scale
+        prior_scale = 1.0 - prior_damping * min(found, 1.0)
         for node_id, prior in (priors or {}).items():
             if prior > 0:
-                hits.setdefault(node_id, _Hit(0.0, seed=True)).score += prior
+                hits.setdefault(node_id, _Hit(0.0, seed=True)).score += prior * prior_scale
         naming = await self._entity_seeds(owner, query, hits, scopes, at)
         if not hits:
             return []
@@ -446,14 +476,23 @@ class GraphSearcher:
             (i for i in hits if i not in excluded),
             key=lambda i: (-hits[i].score, i),
         )
-        timed = bool(windows) or (recency is not None and until is not None) or bool(adjust)
         mmr = cfg.diversity if diversity is None else diversity
-        diverse = mmr > 0 and query_vector is not None
+        spread = cfg.spread if spread is None else spread
+        gathering = spread > 0 and query_vector is not None and gathers(query)
+        diverse = (mmr > 0 or gathering) and query_vector is not None
+        timed = (
+            bool(windows)
+            or (recency is not None and until is not None)
+            or bool(adjust)
+            or gathering
+            or cfg.other_speaker != 1.0
+        )
         # A few spare in case a node vanished (forgotten) since it was found; with time
         # priors, enough candidates for them to reorder.
         if timed:
             wanted = ranked[: max(limit * 4, 40, limit * cfg.diversity_pool * diverse)]
             known = await self.graph.get_nodes(owner, wanted)
+            others = _other_speakers(query, known, cfg.other_speaker)
             scores = {
                 i: hits[i].score
                 * _time_factor(
@@ -465,13 +504,17 @@ class GraphSearcher:
                     until,
                 )
                 * (adjust(known[i]) if adjust is not None else 1.0)
+                * others.get(i, 1.0)
                 for i in wanted
                 if i in known
             }
             wanted = sorted(scores, key=lambda i: (-scores[i], i))
             if diverse and query_vector is not None:
+                moments = (
+                    ({i: to_ts(known[i].timestamp) for i in wanted}, spread) if gathering else None
+                )
                 wanted = await self._diversified(
-                    owner, query_vector, wanted, scores, scopes, mmr, len(wanted)
+                    owner, query_vector, wanted, scores, scopes, mmr, len(wanted), moments
                 )
         else:
             # Reordered by their scores alone: only what is returned is loaded.
@@ -507,6 +550,25 @@ class GraphSearcher:
             if len(results) == limit:
                 break
         return results
+
+
+def _other_speakers(
+    query: str, nodes: Mapping[str, MemoryNode], factor: float
+) -> dict[str, float]:
+    """Node id -> ``factor`` for the transcript lines of ``nodes`` said by another speaker
+    than the ones ``query`` names, when it names the speaker of some of them (see
+    ``SearchConfig.other_speaker``); empty when it names none or ``factor`` is 1."""
+    if factor == 1.0:
+        return {}
+    said = {node_id: speaker(node.content) for node_id, node in nodes.items()}
+    labels = {label for label in said.values() if label is not None}
+    if not labels:
+        return {}
+    mentions = extract_entities(query)
+    named = labels & {*mentions.names, *mentions.tentative}
+    if not named:
+        return {}
+    return {i: factor for i, label in said.items() if label is not None and label not in named}
 
 
 def _time_factor(
