@@ -117,13 +117,17 @@ class SearchConfig:
     # some of the found lines ("What has Melanie painted?"), a line another speaker said
     # counts x ``other_speaker``: there the others react to, ask about or answer what
     # the named one did or said, as the bot's replies do to the person's. 1: off.
-    other_speaker: float = 1.0
+    # Chosen on LoCoMo dev (docs/recall.md, session 7; held out, 0.3-0.6 were chosen).
+    other_speaker: float = 0.45
     # A question that gathers (core.memory.query.gathers: "what books has she read?",
     # "quais lugares eu já visitei?") wants facts of several moments, not one moment
     # told in several lines: in the diversity step a result within ``moment`` seconds
-    # of each better one counts x (1 - ``spread``). 0: off.
-    spread: float = 0.0
-    moment: float = 7200.0
+    # of each better one counts x (1 - ``spread``), and its lists give ``gather_k``
+    # times ``seed_k`` candidates (it wants several facts; the cost falls on such
+    # questions only). 0: off. Chosen on LoCoMo dev (docs/recall.md, session 7).
+    spread: float = 0.15
+    moment: float = 7200.0  # seconds: the session gap of core.memory.query
+    gather_k: float = 3.0
 
 
 def turn_factor(node: MemoryNode, reply: float, question: float) -> float:
@@ -171,18 +175,19 @@ class GraphSearcher:
         query_vector: np.ndarray,
         hits: list[tuple[str, float]],
         scopes: Sequence[str] | None,
+        keep: int,
     ) -> list[tuple[str, float]]:
-        """``hits`` (id, cosine) re-ranked by centred similarity, best ``seed_k`` kept,
+        """``hits`` (id, cosine) re-ranked by centred similarity, best ``keep`` kept,
         each still carrying its plain cosine (what the seed confidence is calibrated on)."""
         cfg = self.config
         centre = await self._centre(owner, query_vector, scopes)
         if centre is None:
-            return hits[: cfg.seed_k]
+            return hits[:keep]
         vectors = await self.graph.vectors(owner, [i for i, _ in hits])
         known = [(i, s) for i, s in hits if i in vectors]
         shift = np.array([vectors[i] @ centre for i, _ in known]) * cfg.centre_weight
         order = np.argsort(-(np.array([s for _, s in known]) - shift), kind="stable")
-        return [known[j] for j in order[: cfg.seed_k].tolist()]
+        return [known[j] for j in order[:keep].tolist()]
 
     async def _diversified(
         self,
@@ -337,12 +342,16 @@ class GraphSearcher:
         if adjust is None and cfg.turn_kinds:
             adjust = partial(turn_factor, reply=cfg.reply_factor, question=cfg.question_factor)
         excluded = set(exclude_ids)
+        spread = cfg.spread if spread is None else spread
+        gathering = spread > 0 and query_vector is not None and gathers(query)
+        # A gathering question wants several facts: more candidates from every list.
+        seed_k = round(cfg.seed_k * cfg.gather_k) if gathering else cfg.seed_k
         # Excluded nodes (the message being answered, turns already in the prompt) are
         # not returned but still lead somewhere: seeds may include them.
         # Full-text search runs on the database thread while the vector search runs here.
         text_search = asyncio.ensure_future(
             self.graph.text_search(
-                owner, query, k=cfg.seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
+                owner, query, k=seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
             )
         )
         vector_hits: list[tuple[str, float]] = []
@@ -355,7 +364,7 @@ class GraphSearcher:
                     owner,
                     second[0],
                     second[1],
-                    k=cfg.seed_k,
+                    k=seed_k,
                     scopes=scopes,
                     at=at,
                     newest=cfg.second_newest,
@@ -365,13 +374,15 @@ class GraphSearcher:
                 vector_hits = await self.graph.vector_search(
                     owner,
                     query_vector,
-                    k=cfg.seed_k * (cfg.centre_pool if centring else 1),
+                    k=seed_k * (cfg.centre_pool if centring else 1),
                     scopes=scopes,
                     at=at,
                 )
                 vector_hits = [(i, s) for i, s in vector_hits if s > self.min_similarity]
                 if centring and vector_hits:
-                    vector_hits = await self._centred(owner, query_vector, vector_hits, scopes)
+                    vector_hits = await self._centred(
+                        owner, query_vector, vector_hits, scopes, seed_k
+                    )
         except BaseException:
             text_search.cancel()
             raise
@@ -477,8 +488,6 @@ class GraphSearcher:
             key=lambda i: (-hits[i].score, i),
         )
         mmr = cfg.diversity if diversity is None else diversity
-        spread = cfg.spread if spread is None else spread
-        gathering = spread > 0 and query_vector is not None and gathers(query)
         diverse = (mmr > 0 or gathering) and query_vector is not None
         timed = (
             bool(windows)
