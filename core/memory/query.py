@@ -102,8 +102,10 @@ class QueryConfig:
     # anchor reads the same from the pool's cosines alone; this reads every list.
     found_damping: float = 0.0
     # A gathering question's moments spread apart (core.memory.search.SearchConfig.spread)
-    # in conversational recall too: None keeps the search's setting.
-    spread: float | None = 0.0
+    # in conversational recall: None keeps the search's setting. Measured on the dev
+    # chats (no probe there gathers): no probe moved at 0, 0.15 or 0.3; the rule is about
+    # the question, not about where it was asked.
+    spread: float | None = None
 
 
 @dataclass(slots=True)

@@ -104,3 +104,19 @@ async def test_a_question_about_one_moment_is_not_spread(storage: SQLiteStorage)
     assert await found(storage, spread=0.5, question=question) == await found(
         storage, spread=0.0, question=question
     )
+
+
+async def test_a_gathering_question_looks_further_down_its_lists(storage: SQLiteStorage) -> None:
+    # Two candidates a list: the later hike is third by its words, beyond them unless the
+    # gathering question takes three times as many.
+    async def top(gather_k: float) -> list[str]:
+        base = GraphConfig()
+        search = replace(base.search, seed_k=2, gather_k=gather_k, spread=0.15, diversity=0.0)
+        memory = GraphMemory(storage, HashingEmbedder(), config=replace(base, search=search))
+        # No walk: only what the lists give.
+        found = await memory.search_with_connections(QUESTION, OWNER, depth=0, limit=5)
+        return [r.node.id for r in found]
+
+    await found(storage, spread=0.0)  # stores the lines
+    assert "hike2" in await top(3.0)
+    assert "hike2" not in await top(1.0)
