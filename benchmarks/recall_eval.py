@@ -314,7 +314,9 @@ async def leave_one_person_out(
         "grid": list(specs),
         "leave_one_person_out": table(held_out),
         "chosen_per_held_out_person": chosen,
-        "every_setting": {" ".join(s) or "defaults": r["ours"] for s, r in zip(settings, runs, strict=True)},
+        "every_setting": {
+            " ".join(s) or "defaults": r["ours"] for s, r in zip(settings, runs, strict=True)
+        },
         "bm25": runs[0]["bm25"],
         "overrides": list(fixed),
     }

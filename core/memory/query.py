@@ -32,6 +32,7 @@ then follows their follow-up edges as it does for any seed.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Collection, Iterable, Sequence
@@ -172,7 +173,7 @@ def gathers(text: str) -> bool:
         return False
     if _PT_GATHERING & set(tokens):
         return True
-    pairs = set(zip(tokens, tokens[1:], strict=False))
+    pairs = set(itertools.pairwise(tokens))
     if ("how", "many") in pairs or ("quantas", "vezes") in pairs:
         return True
     if "que" in tokens:  # "que filmes ...": a plural noun right after it
@@ -193,8 +194,11 @@ def gathers(text: str) -> bool:
 
 def _plural(word: str) -> bool:
     """An English or Portuguese plural noun, by its ending (good enough after a wh-word)."""
-    return len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us")) and (
-        word not in _NOT_PLURAL
+    return (
+        len(word) > 3
+        and word.endswith("s")
+        and not word.endswith(("ss", "us"))
+        and (word not in _NOT_PLURAL)
     )
 
 

@@ -561,9 +561,7 @@ class GraphSearcher:
         return results
 
 
-def _other_speakers(
-    query: str, nodes: Mapping[str, MemoryNode], factor: float
-) -> dict[str, float]:
+def _other_speakers(query: str, nodes: Mapping[str, MemoryNode], factor: float) -> dict[str, float]:
     """Node id -> ``factor`` for the transcript lines of ``nodes`` said by another speaker
     than the ones ``query`` names, when it names the speaker of some of them (see
     ``SearchConfig.other_speaker``); empty when it names none or ``factor`` is 1."""
