@@ -13,7 +13,8 @@ import pytest
 from core.embeddings import HashingEmbedder
 from core.memory.graph import GraphConfig, GraphMemory
 from core.memory.query import gathers
-from core.storage import MemoryNode, NodeType, SQLiteStorage
+from core.storage import SQLiteStorage
+from tests.core.memory.conftest import store_lines
 
 OWNER = "telegram:79"
 OWNERS = [OWNER]  # users in the storage fixture (conftest)
@@ -74,17 +75,8 @@ async def found(storage: SQLiteStorage, spread: float, question: str = QUESTION)
     base = GraphConfig()
     config = replace(base, search=replace(base.search, spread=spread, diversity=0.0))
     memory = GraphMemory(storage, HashingEmbedder(), config=config)
-    for minutes, node_id, text in LINES:
-        await memory.store(
-            MemoryNode(
-                id=node_id,
-                owner=OWNER,
-                content=text,
-                type=NodeType.USER_MESSAGE,
-                timestamp=T0 + timedelta(minutes=minutes),
-                chat_id="dm-79",
-            )
-        )
+    lines = [(T0 + timedelta(minutes=minutes), i, text) for minutes, i, text in LINES]
+    await store_lines(memory, OWNER, "dm-79", lines)
     return [r.node.id for r in await memory.search_with_connections(question, OWNER, limit=3)]
 
 

@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 from core.embeddings import HashingEmbedder
 from core.memory.entities import speaker
 from core.memory.graph import GraphConfig, GraphMemory
-from core.storage import MemoryNode, NodeType, SQLiteStorage
+from core.storage import SQLiteStorage
+from tests.core.memory.conftest import store_lines
 
 OWNER = "discord:80"
 OWNERS = [OWNER]  # users in the storage fixture (conftest)
@@ -33,17 +34,8 @@ async def ranked(storage: SQLiteStorage, other_speaker: float, question: str) ->
     base = GraphConfig()
     config = replace(base, search=replace(base.search, other_speaker=other_speaker, diversity=0.0))
     memory = GraphMemory(storage, HashingEmbedder(), config=config)
-    for day, (node_id, text) in enumerate(LINES):
-        await memory.store(
-            MemoryNode(
-                id=node_id,
-                owner=OWNER,
-                content=text,
-                type=NodeType.USER_MESSAGE,
-                timestamp=T0 + timedelta(days=day),
-                chat_id="guild-80",
-            )
-        )
+    lines = [(T0 + timedelta(days=day), i, text) for day, (i, text) in enumerate(LINES)]
+    await store_lines(memory, OWNER, "guild-80", lines)
     found = await memory.search_with_connections(question, OWNER, limit=5)
     return [r.node.id for r in found]
 
