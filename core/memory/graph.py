@@ -486,6 +486,8 @@ class GraphMemory(ConversationMemory):
             adjust=self._turn_factor,
             diversity=cfg.diversity,
             second=second,
+            prior_damping=cfg.found_damping,
+            spread=cfg.spread,
         )
 
     def _turn_factor(self, node: MemoryNode) -> float:
