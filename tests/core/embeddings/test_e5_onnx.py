@@ -203,7 +203,9 @@ def _partitions(items: list[int]) -> list[list[list[int]]]:
     if not items:
         return [[]]
     return [
-        [items[:cut], *rest] for cut in range(1, len(items) + 1) for rest in _partitions(items[cut:])
+        [items[:cut], *rest]
+        for cut in range(1, len(items) + 1)
+        for rest in _partitions(items[cut:])
     ]
 
 
