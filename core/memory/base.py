@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -58,6 +58,15 @@ class ConversationMemory(ABC):
 
     async def settle(self) -> None:
         """Wait until every :meth:`store_later` has landed (before storage closes)."""
+
+    async def settle_owner(self, owner: str) -> None:
+        """Wait until what is being stored of ``owner`` off their path has landed (a
+        command reads or erases their data). Here: nothing is."""
+
+    async def then(self, owner: str, work: Awaitable[object], what: str) -> None:
+        """Run ``work`` once what is being stored of ``owner`` has landed (it may read
+        what storing adds to a node: its tags). Here: at once."""
+        await work
 
     @abstractmethod
     async def recall(

@@ -238,6 +238,23 @@ class GraphStore(OwnedData):
         same owner's nodes. ``announce``: tell the other processes (imports)."""
 
     @abstractmethod
+    async def complete_node(
+        self,
+        node: MemoryNode,
+        *,
+        vector: np.ndarray,
+        model: str,
+        connections: Sequence[Connection] = (),
+        announce: bool = False,
+        entities: Sequence[str] = (),
+    ) -> bool:
+        """What :meth:`add_node` writes beside a node, for a node already stored without
+        it (``add_node(node, vector=None)``: a message stored before its vector is
+        computed, off the person's path): its vector, ``node.tags`` (its row's and their
+        postings), entity postings and outgoing connections, in one transaction. False
+        (and nothing written) when the owner has no such node (forgotten meanwhile)."""
+
+    @abstractmethod
     async def latest_node(
         self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
     ) -> tuple[str, datetime] | None:

@@ -52,6 +52,12 @@ class LatestNodes:
             del self.rows[0]
             self.complete = False
 
+    def change(self, node_id: str, **columns: object) -> None:
+        """Columns of a kept node rewritten in storage (its tags, once its vector came)."""
+        for i, row in enumerate(self.rows):
+            if row.id == node_id:
+                self.rows[i] = row._replace(**columns)
+
 
 def node_from_kept(row: NodeRow) -> MemoryNode:
     """A fresh node from kept columns (callers may change what they get)."""
