@@ -23,8 +23,8 @@ from core.cleaner import ABOUT_SECTION_TITLE
 from core.memory.graph import GraphMemory
 from core.pipeline import CallNext, TurnContext
 from core.profile import ProfileLearner, about_section
-from core.storage.records import MemoryNode
 from core.stages.basic import allowed_scopes
+from core.storage.records import MemoryNode
 from core.types import Reply, ReplyKind
 
 if TYPE_CHECKING:

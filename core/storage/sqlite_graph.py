@@ -64,8 +64,8 @@ from core.storage.sqlite_nodes import SQLiteNodeStore
 from core.storage.sqlite_rows import (
     NODE_COLUMNS,
     NodeWrite,
-    write_completion,
     storable_connections,
+    write_completion,
     write_node,
     write_second_vectors,
     write_second_vectors_announced,

@@ -105,7 +105,7 @@ class SQLiteNodeStore(NodeStore):
         self._loads.wrote(owner)
         latest = self._latest.get(owner)
         if latest is not None:
-            latest.change(node_id, tags=tags)
+            latest.retag(node_id, tags)
 
     def drop_cached(self, owner: str | None) -> None:
         """The kept latest nodes of ``owner`` (None: of everyone) are read again when

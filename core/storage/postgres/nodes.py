@@ -121,7 +121,7 @@ class PgNodeStore(NodeStore):
             self.db.serving[owner] = max(self.db.serving[owner], version)
         latest = self._latest.get(owner)
         if latest is not None and latest.version == version - 1:
-            latest.change(node_id, tags=tags)
+            latest.retag(node_id, tags)
             latest.version = version
         elif latest is not None:
             self.drop_cached(owner)  # another process wrote too: read them again

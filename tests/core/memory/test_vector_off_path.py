@@ -83,7 +83,9 @@ async def test_store_returns_with_the_row_and_the_vector_follows(
     stored = await storage.nodes.get(A, "n2")
     assert stored is not None and stored.tags == later.tags and later.tags
     hits = await storage.graph.vector_search(
-        A, embedder.embed_passage("I adopted a dog called Thor\nThor loves running on the beach"), k=1
+        A,
+        embedder.embed_passage("I adopted a dog called Thor\nThor loves running on the beach"),
+        k=1,
     )
     assert hits[0][0] == "n2" and hits[0][1] > 0.999  # with its previous turn, as before
     recalled = await memory.recall(

@@ -51,9 +51,7 @@ async def test_a_node_stored_without_its_vector_gets_it_later(
         assert hits[0][0] == "c2" and {h for h, _ in hits} == {"c1", "c2"}
         assert cache_info(storage)["rows"] == 2  # appended to, not read again
         edges, _ = await graph.neighbours(A, ["c1"])
-        assert {(e.from_id, e.to_id, e.relation_type) for e in edges} == {
-            ("c2", "c1", "follow_up")
-        }
+        assert {(e.from_id, e.to_id, e.relation_type) for e in edges} == {("c2", "c1", "follow_up")}
         assert await graph.tag_candidates(A, ["violin"]) == {"c2": (1, 2)}
         assert await graph.entity_mentions(A, ["violin"]) == {"violin": ["c2"]}
         kept_node = (await storage.nodes.recent(A, limit=1))[0]
