@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -52,7 +51,6 @@ from core.storage.records import Connection, MemoryNode, NodeType, to_ts
 log = logging.getLogger(__name__)
 
 CONTEXT_WEIGHT = 0.0  # 1.0 for one pass a message (see the module's docstring)
-MAX_RECOVERED = 100_000  # people remembered as checked for nodes missing a vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +78,8 @@ class GraphConfig:
     # connections in the background, as a reply is: the person's next message waits for
     # it. False: all of it before store() returns.
     vector_off_path: bool = True
-    # Of each person's latest nodes, these are checked for a missing vector at their
-    # first message after a start (a process stopped between a row and its vector).
+    # Of each person's latest nodes, these are checked for a missing vector at each of
+    # their messages (a process stopped between a row and its vector).
     recover_turns: int = 8
     # Embedding-matched topics need this margin over the median topic (None: keywords
     # only). "auto": on for real models, off for the hashing embedder.
@@ -123,8 +121,6 @@ class GraphMemory(ConversationMemory):
         self._checked = False
         # Nodes being stored off their person's path, by owner (see store_later).
         self._later: dict[str, asyncio.Task[None]] = {}
-        # People whose latest nodes were checked for a missing vector (see _recover).
-        self._recovered: OrderedDict[str, None] = OrderedDict()
         # A second encoder (see use_second): None, recall as with one.
         self.second: EmbeddingBatcher | None = None
         self.second_handed = False
@@ -236,20 +232,18 @@ class GraphMemory(ConversationMemory):
 
     async def _recover(self, owner: str) -> None:
         """Complete the owner's latest nodes stored without a vector: a process stopped
-        between a message's row and its vector (the row was acknowledged, so it stays).
-        Once per person and process, at their first message: their recall needs those
-        vectors from then on, and only their latest few can be missing one."""
-        if owner in self._recovered:
-            self._recovered.move_to_end(owner)
-            return
+        between a message's row and its vector (the row was acknowledged, so it stays;
+        with several processes on one database, the person's next message may come to
+        another one). Checked at each of their messages, against what is kept in memory
+        (their latest nodes, the vectors their recall searches next): only their latest
+        few can be missing one, and their recall needs them."""
         recent = await self.storage.nodes.recent(owner, limit=self.config.recover_turns)
-        found = await self.graph.vectors(owner, [n.id for n in recent])
+        if not recent:
+            return
+        found = await self.graph.with_vectors(owner, [n.id for n in recent])
         for node in recent:
             if node.id not in found:
                 await self._complete(node)
-        self._recovered[owner] = None
-        while len(self._recovered) > MAX_RECOVERED:
-            self._recovered.popitem(last=False)
 
     def _second_on_store(self, node: MemoryNode) -> bool:
         if self.second is None or not node.content.strip():

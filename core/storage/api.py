@@ -353,6 +353,12 @@ class GraphStore(OwnedData):
             )
         return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None, newest=newest)
 
+    async def with_vectors(self, owner: str, node_ids: Sequence[str]) -> set[str]:
+        """Those of ``node_ids`` that have a vector, from the owner's vectors as the
+        backend keeps them (the matrix a recall searches next anyway)."""
+        vectors = await self._owner_vectors(owner)
+        return set() if vectors is None else {i for i in node_ids if i in vectors.index}
+
     # -- second vectors: another encoder's vector of the same nodes (core.memory.graph) --
 
     @abstractmethod
