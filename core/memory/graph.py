@@ -121,6 +121,8 @@ class GraphMemory(ConversationMemory):
         self._checked = False
         # Nodes being stored off their person's path, by owner (see store_later).
         self._later: dict[str, asyncio.Task[None]] = {}
+        # Owners whose next message waits for what _later stores of them.
+        self._hurried: set[str] = set()
         # A second encoder (see use_second): None, recall as with one.
         self.second: EmbeddingBatcher | None = None
         self.second_handed = False
@@ -213,6 +215,8 @@ class GraphMemory(ConversationMemory):
 
     async def _stored_vector(self, node: MemoryNode, wait_ms: float | None) -> np.ndarray:
         text = self._embedding_text(node, await self._context(node))
+        if node.owner in self._hurried:
+            wait_ms = None  # their next message waits for this one (_settle_owner)
         vector = await self.batcher.embed(self.config.store_kind, text, wait_ms=wait_ms)
         return await self._with_context(node, vector)
 
@@ -337,8 +341,14 @@ class GraphMemory(ConversationMemory):
     async def _settle_owner(self, owner: str) -> None:
         task = self._later.get(owner)
         if task is not None:
-            # Not cancelled with the waiter: the reply is stored either way.
-            await asyncio.wait([task])
+            # Someone waits now: the reply's vector no longer waits for company.
+            self._hurried.add(owner)
+            self.batcher.hurry()
+            try:
+                # Not cancelled with the waiter: the reply is stored either way.
+                await asyncio.wait([task])
+            finally:
+                self._hurried.discard(owner)
 
     async def settle(self) -> None:
         while self._later:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from core.embeddings.hashing import HashingEmbedder
-from core.memory.graph import GraphMemory
+from core.memory.graph import GraphConfig, GraphMemory
 from core.storage import SQLiteStorage
 from core.storage.records import MemoryNode, NodeType
 
@@ -144,3 +144,20 @@ async def test_a_row_left_without_its_vector_is_completed_at_the_next_message(
             A, embedder.embed_query("violin teacher strict"), k=3
         )
         assert "r2" in {h for h, _ in hits}
+
+
+async def test_the_next_message_does_not_wait_for_company_of_the_reply_s_vector(
+    storage: SQLiteStorage,
+) -> None:
+    """A reply's vector may wait for other texts to share a batch with (``later_wait_ms``)
+    while nobody needs it; once the person's next message waits for it, it goes."""
+    memory = GraphMemory(storage, GatedEmbedder(), config=GraphConfig(later_wait_ms=60_000))
+    assert await memory.store_first(message("h1", "I moved to Porto last year", 0))
+    await memory.settle()
+    reply = message("h2", "How do you like Porto?", 0.5)
+    reply.type = NodeType.AKIRA_RESPONSE
+    await memory.store_later(reply)
+    await asyncio.sleep(0.05)  # the reply's vector waits in its batch
+    assert await asyncio.wait_for(memory.store_first(message("h3", "I love it", 1)), timeout=5)
+    assert "h2" in await storage.graph.vectors(A, ["h2"])
+    await asyncio.wait_for(memory.settle(), timeout=5)
