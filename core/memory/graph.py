@@ -246,8 +246,15 @@ class GraphMemory(ConversationMemory):
             return
         found = await self.graph.with_vectors(owner, [n.id for n in recent])
         for node in recent:
-            if node.id not in found:
+            if node.id in found:
+                continue
+            try:
                 await self._complete(node)
+            except Exception as exc:
+                # The new message is stored either way (a full disk says so itself);
+                # this node is tried again at the next one.
+                log.warning("could not complete node %s of %s yet: %s", node.id, owner, exc)
+                return
 
     def _second_on_store(self, node: MemoryNode) -> bool:
         if self.second is None or not node.content.strip():
