@@ -284,16 +284,7 @@ class SQLiteGraphStore(GraphStore):
                 self._drop(node.owner)
             return
         before = cached.rows
-        if node.id not in cached.index:
-            cached.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
-            for c in edges:
-                if c.node_id not in cached.index:
-                    # Stored only if that node is the owner's: unknown here.
-                    cached.walkable = False
-                    continue
-                cached.add_edge(
-                    Edge(node.id, c.node_id, c.relation_type, float(c.strength), c.explanation)
-                )
+        cached.add_node(node, vector, edges)
         self._cached_rows += cached.rows - before
         self._cache.move_to_end(node.owner)
         self._evict()

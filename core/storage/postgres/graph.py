@@ -358,15 +358,7 @@ class PgGraphStore(GraphStore):
             if cached.vectors is None:
                 cached.vectors = OwnerVectors(int(np.asarray(vector).shape[-1]))
             before = cached.rows
-            vectors = cached.vectors
-            vectors.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
-            for c in edges:
-                if c.node_id not in vectors.index:
-                    vectors.walkable = False  # stored only if that node is the owner's
-                    continue
-                vectors.add_edge(
-                    Edge(node.id, c.node_id, c.relation_type, float(c.strength), c.explanation)
-                )
+            cached.vectors.add_node(node, vector, edges)
             cached.seq = max(cached.seq, seq)
             cached.version = version if by_version else None
             self._cached_rows += cached.rows - before
@@ -430,16 +422,7 @@ class PgGraphStore(GraphStore):
             cached.vectors = OwnerVectors(int(np.asarray(vector).shape[-1]))
             cached.vectors.walkable = not cached.unwalkable
         before = cached.rows
-        vectors = cached.vectors
-        if node.id not in vectors.index:
-            vectors.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
-            for c in edges:
-                if c.node_id not in vectors.index:
-                    vectors.walkable = False  # stored only if that node is the owner's
-                    continue
-                vectors.add_edge(
-                    Edge(node.id, c.node_id, c.relation_type, float(c.strength), c.explanation)
-                )
+        cached.vectors.add_node(node, vector, edges)
         cached.version = version
         self._cached_rows += cached.rows - before
         self._evict()
