@@ -517,6 +517,13 @@ async def leave_one_out(
             }
             for n in per
         },
+        "every_setting_recall@10_by_conversation": {
+            " ".join(settings[n]) or "defaults": {
+                str(sample.get("sample_id", i)): round(overall(per[n][i]), 4)
+                for i, sample in enumerate(data)
+            }
+            for n in per
+        },
         "overrides": list(fixed),
     }
 

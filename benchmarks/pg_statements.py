@@ -4,7 +4,12 @@ scripted LLM, the hashing embedder) on a throwaway database, ``--users`` people 
 statement the driver sends (pooled connections, the lock and arrival sessions) is
 counted in asyncpg itself; each is a round trip.
 
-    python benchmarks/pg_statements.py [--users 5] [--messages 8]
+    python benchmarks/pg_statements.py [--users 5] [--messages 8] [--processes 2]
+
+``--processes N``: N engines (each with its own storage: pool, lock sessions, what it
+keeps of people), each message sent to one of them at random, as ``benchmarks/load.py``'s
+load balancer spreads a person's messages over its processes: a process then often
+serves someone another process served last, and reads again what it keeps of them.
 
 Prints JSON: statements_per_message, per_message (the statements by their text's
 start, per message, most first), bot_cpu_ms_per_message (this process) and
@@ -82,29 +87,40 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 bot={"rate_limit_messages": 0},
                 storage={"backend": "postgres", "postgres_dsn": dsn},
             )
-            engine = build_engine(
-                settings, llm=ScriptedProvider(lambda m: "ok " + m[-1].content[:30])
-            )
-            await engine.start()
+            engines = [
+                build_engine(settings, llm=ScriptedProvider(lambda m: "ok " + m[-1].content[:30]))
+                for _ in range(args.processes)
+            ]
+            for engine in engines:
+                await engine.start()
             try:
-                rng = random.Random(1)
+                rng, spread = random.Random(1), random.Random(2)
                 for user in range(args.users):
+                    engine = engines[spread.randrange(args.processes)]
                     await engine.handle(message_for(user, 0, rng, False), BenchResponder(UserLog()))
-                await engine.services.memory.settle()
+                for engine in engines:
+                    await engine.services.memory.settle()
                 database = urllib.parse.urlsplit(dsn).path.lstrip("/")
                 server_started, bot_started = server_cpu_s(database)[0], time.process_time()
                 counting = True
                 for index in range(1, args.messages + 1):
                     for user in range(args.users):
+                        engine = engines[spread.randrange(args.processes)]
                         message = message_for(user, index, rng, False)
                         await engine.handle(message, BenchResponder(UserLog()))
-                await engine.services.memory.settle()
-                await engine.services.background.drain(10)
+                        if args.processes > 1:
+                            # The reply stored before the person's next message, which
+                            # may go to another engine (in one, the lock orders them).
+                            await engine.services.memory.settle()
+                for engine in engines:
+                    await engine.services.memory.settle()
+                    await engine.services.background.drain(10)
                 counting = False
                 server_s = server_cpu_s(database)[0] - server_started
                 bot_s = time.process_time() - bot_started
             finally:
-                await engine.close()
+                for engine in engines:
+                    await engine.close()
     n = args.users * args.messages
     return {
         "statements_per_message": round(sum(counted.values()) / n, 2),
@@ -113,6 +129,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "per_message": {sql: round(c / n, 2) for sql, c in counted.most_common()},
         "users": args.users,
         "messages_per_user": args.messages,
+        "processes": args.processes,
     }
 
 
@@ -120,6 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=5)
     parser.add_argument("--messages", type=int, default=8)
+    parser.add_argument("--processes", type=int, default=1)
     print(json.dumps(asyncio.run(run(parser.parse_args())), indent=2, ensure_ascii=False))
 
 

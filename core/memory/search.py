@@ -22,7 +22,8 @@ import numpy as np
 
 from core.memory.base import RecalledNode
 from core.memory.connections import seed_range
-from core.memory.entities import extract_entities
+from core.memory.entities import extract_entities, speaker
+from core.memory.query import gathers
 from core.memory.tags import STOP_WORDS
 from core.storage.api import GraphStore, NodeStore
 from core.storage.records import MemoryNode, NodeType, to_ts
@@ -111,6 +112,22 @@ class SearchConfig:
     turn_kinds: bool = True
     reply_factor: float = 0.7
     question_factor: float = 0.6
+    # Whose line it is. A transcript line opens with its speaker ("Caroline: ...": an
+    # imported group chat, LoCoMo's conversations); when the query names the speaker of
+    # some of the found lines ("What has Melanie painted?"), a line another speaker said
+    # counts x ``other_speaker``: there the others react to, ask about or answer what
+    # the named one did or said, as the bot's replies do to the person's. 1: off.
+    # Chosen on LoCoMo dev (docs/recall.md, session 7; held out, 0.3-0.6 were chosen).
+    other_speaker: float = 0.45
+    # A question that gathers (core.memory.query.gathers: "what books has she read?",
+    # "quais lugares eu já visitei?") wants facts of several moments, not one moment
+    # told in several lines: in the diversity step a result within ``moment`` seconds
+    # of each better one counts x (1 - ``spread``), and its lists give ``gather_k``
+    # times ``seed_k`` candidates (it wants several facts; the cost falls on such
+    # questions only). 0: off. Chosen on LoCoMo dev (docs/recall.md, session 7).
+    spread: float = 0.15
+    moment: float = 7200.0  # seconds: the session gap of core.memory.query
+    gather_k: float = 3.0
 
 
 def turn_factor(node: MemoryNode, reply: float, question: float) -> float:
@@ -158,18 +175,19 @@ class GraphSearcher:
         query_vector: np.ndarray,
         hits: list[tuple[str, float]],
         scopes: Sequence[str] | None,
+        keep: int,
     ) -> list[tuple[str, float]]:
-        """``hits`` (id, cosine) re-ranked by centred similarity, best ``seed_k`` kept,
+        """``hits`` (id, cosine) re-ranked by centred similarity, best ``keep`` kept,
         each still carrying its plain cosine (what the seed confidence is calibrated on)."""
         cfg = self.config
         centre = await self._centre(owner, query_vector, scopes)
         if centre is None:
-            return hits[: cfg.seed_k]
+            return hits[:keep]
         vectors = await self.graph.vectors(owner, [i for i, _ in hits])
         known = [(i, s) for i, s in hits if i in vectors]
         shift = np.array([vectors[i] @ centre for i, _ in known]) * cfg.centre_weight
         order = np.argsort(-(np.array([s for _, s in known]) - shift), kind="stable")
-        return [known[j] for j in order[: cfg.seed_k].tolist()]
+        return [known[j] for j in order[:keep].tolist()]
 
     async def _diversified(
         self,
@@ -180,10 +198,13 @@ class GraphSearcher:
         scopes: Sequence[str] | None,
         weight: float,
         keep: int,
+        moments: tuple[Mapping[str, float], float] | None = None,
     ) -> list[str]:
         """``ranked`` (best first) reordered by maximal marginal relevance of ``weight``:
         the best ``keep`` chosen, the rest after them in their order; ``scores`` is
-        updated with the discounted scores of the chosen."""
+        updated with the discounted scores of the chosen. ``moments``: (node id -> when
+        it was said, spread): each result of the same moment as a chosen one counts
+        x (1 - spread) (``SearchConfig.spread``)."""
         vectors = await self.graph.vectors(owner, list(ranked))
         ids = [i for i in ranked if i in vectors and i in scores]
         if len(ids) < 2:
@@ -199,14 +220,21 @@ class GraphSearcher:
         gram = np.einsum("id,jd->ij", matrix, matrix)
         overlap = np.zeros(len(ids))  # highest centred cosine to a chosen result
         free = np.ones(len(ids), dtype=bool)
+        times, spread = moments if moments is not None else ({}, 0.0)
+        when = np.array([times.get(i, np.nan) for i in ids])
+        kept = np.ones(len(ids))  # (1 - spread) per chosen result of the same moment
         order: list[int] = []
         for _ in range(min(keep, len(ids))):
-            adjusted = np.where(free, base * (1.0 - weight * np.clip(overlap, 0.0, 1.0)), -np.inf)
+            factor = (1.0 - weight * np.clip(overlap, 0.0, 1.0)) * kept
+            adjusted = np.where(free, base * factor, -np.inf)
             pick = int(np.argmax(adjusted))
             scores[ids[pick]] = float(adjusted[pick])
             order.append(pick)
             free[pick] = False
             overlap = np.maximum(overlap, gram[pick])
+            if spread > 0:
+                same = np.abs(when - when[pick]) <= self.config.moment
+                kept = np.where(same, kept * (1.0 - spread), kept)
         chosen = [ids[j] for j in order]
         taken = set(chosen)
         return chosen + [i for i in ranked if i not in taken]
@@ -290,6 +318,8 @@ class GraphSearcher:
         adjust: Callable[[MemoryNode], float] | None = None,
         diversity: float | None = None,
         second: tuple[str, np.ndarray, float] | None = None,
+        prior_damping: float = 0.0,
+        spread: float | None = None,
     ) -> list[RecalledNode]:
         """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
         e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
@@ -302,19 +332,26 @@ class GraphSearcher:
         candidate node, applied with the time priors (None: by kind of turn, when
         ``turn_kinds``).
         ``diversity``: the MMR weight for this search (None: the configured one).
-        ``second``: (model, the query's vector of that second encoder, its list's weight)."""
+        ``second``: (model, the query's vector of that second encoder, its list's weight).
+        ``prior_damping``: the priors count x (1 - this x the best seed's score of the
+        query's own lists): what the query already found needs less of them. ``spread``: a
+        gathering question's moments apart, this much (None: the configured one)."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
         if adjust is None and cfg.turn_kinds:
             adjust = partial(turn_factor, reply=cfg.reply_factor, question=cfg.question_factor)
         excluded = set(exclude_ids)
+        spread = cfg.spread if spread is None else spread
+        gathering = spread > 0 and query_vector is not None and gathers(query)
+        # A gathering question wants several facts: more candidates from every list.
+        seed_k = round(cfg.seed_k * cfg.gather_k) if gathering else cfg.seed_k
         # Excluded nodes (the message being answered, turns already in the prompt) are
         # not returned but still lead somewhere: seeds may include them.
         # Full-text search runs on the database thread while the vector search runs here.
         text_search = asyncio.ensure_future(
             self.graph.text_search(
-                owner, query, k=cfg.seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
+                owner, query, k=seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
             )
         )
         vector_hits: list[tuple[str, float]] = []
@@ -327,7 +364,7 @@ class GraphSearcher:
                     owner,
                     second[0],
                     second[1],
-                    k=cfg.seed_k,
+                    k=seed_k,
                     scopes=scopes,
                     at=at,
                     newest=cfg.second_newest,
@@ -337,13 +374,15 @@ class GraphSearcher:
                 vector_hits = await self.graph.vector_search(
                     owner,
                     query_vector,
-                    k=cfg.seed_k * (cfg.centre_pool if centring else 1),
+                    k=seed_k * (cfg.centre_pool if centring else 1),
                     scopes=scopes,
                     at=at,
                 )
                 vector_hits = [(i, s) for i, s in vector_hits if s > self.min_similarity]
                 if centring and vector_hits:
-                    vector_hits = await self._centred(owner, query_vector, vector_hits, scopes)
+                    vector_hits = await self._centred(
+                        owner, query_vector, vector_hits, scopes, seed_k
+                    )
         except BaseException:
             text_search.cancel()
             raise
@@ -366,12 +405,14 @@ class GraphSearcher:
         for rank, (node_id, _relevance) in enumerate(text_hits, start=1):
             hit = hits.setdefault(node_id, _Hit(0.0, seed=True))
             hit.score += cfg.text_weight / (cfg.rrf_k + rank) * norm
+        found = max((hit.score for hit in hits.values()), default=0.0)
         if seed_scale != 1.0:
             for hit in hits.values():
                 hit.score *= seed_scale
+        prior_scale = 1.0 - prior_damping * min(found, 1.0)
         for node_id, prior in (priors or {}).items():
             if prior > 0:
-                hits.setdefault(node_id, _Hit(0.0, seed=True)).score += prior
+                hits.setdefault(node_id, _Hit(0.0, seed=True)).score += prior * prior_scale
         naming = await self._entity_seeds(owner, query, hits, scopes, at)
         if not hits:
             return []
@@ -446,14 +487,21 @@ class GraphSearcher:
             (i for i in hits if i not in excluded),
             key=lambda i: (-hits[i].score, i),
         )
-        timed = bool(windows) or (recency is not None and until is not None) or bool(adjust)
         mmr = cfg.diversity if diversity is None else diversity
-        diverse = mmr > 0 and query_vector is not None
+        diverse = (mmr > 0 or gathering) and query_vector is not None
+        timed = (
+            bool(windows)
+            or (recency is not None and until is not None)
+            or bool(adjust)
+            or gathering
+            or cfg.other_speaker != 1.0
+        )
         # A few spare in case a node vanished (forgotten) since it was found; with time
         # priors, enough candidates for them to reorder.
         if timed:
             wanted = ranked[: max(limit * 4, 40, limit * cfg.diversity_pool * diverse)]
             known = await self.graph.get_nodes(owner, wanted)
+            others = _other_speakers(query, known, cfg.other_speaker)
             scores = {
                 i: hits[i].score
                 * _time_factor(
@@ -465,13 +513,17 @@ class GraphSearcher:
                     until,
                 )
                 * (adjust(known[i]) if adjust is not None else 1.0)
+                * others.get(i, 1.0)
                 for i in wanted
                 if i in known
             }
             wanted = sorted(scores, key=lambda i: (-scores[i], i))
             if diverse and query_vector is not None:
+                moments = (
+                    ({i: to_ts(known[i].timestamp) for i in wanted}, spread) if gathering else None
+                )
                 wanted = await self._diversified(
-                    owner, query_vector, wanted, scores, scopes, mmr, len(wanted)
+                    owner, query_vector, wanted, scores, scopes, mmr, len(wanted), moments
                 )
         else:
             # Reordered by their scores alone: only what is returned is loaded.
@@ -507,6 +559,23 @@ class GraphSearcher:
             if len(results) == limit:
                 break
         return results
+
+
+def _other_speakers(query: str, nodes: Mapping[str, MemoryNode], factor: float) -> dict[str, float]:
+    """Node id -> ``factor`` for the transcript lines of ``nodes`` said by another speaker
+    than the ones ``query`` names, when it names the speaker of some of them (see
+    ``SearchConfig.other_speaker``); empty when it names none or ``factor`` is 1."""
+    if factor == 1.0:
+        return {}
+    said = {node_id: speaker(node.content) for node_id, node in nodes.items()}
+    labels = {label for label in said.values() if label is not None}
+    if not labels:
+        return {}
+    mentions = extract_entities(query)
+    named = labels & {*mentions.names, *mentions.tentative}
+    if not named:
+        return {}
+    return {i: factor for i, label in said.items() if label is not None and label not in named}
 
 
 def _time_factor(

@@ -147,35 +147,78 @@ CROSS JOIN LATERAL (SELECT node_id, ts FROM graph_entities
 ORDER BY kind, i, ts DESC
 """
 # The same for the postings kept of a person served (core.storage.postgres.postings):
-# every entity's latest $6 whatever their time, each with its time, and the person's
-# node version in the same snapshot (kind 2).
+# every entity's latest $6 whatever their time and scope, each with its time and scope,
+# and the person's node version in the same snapshot (kind 2).
 _POSTINGS = """
-SELECT 0 AS kind, q.i, p.node_id, p.ntags, p.ts
+SELECT 0 AS kind, q.i, p.node_id, p.ntags, p.ts, '' AS scope
 FROM unnest($2::text[]) WITH ORDINALITY AS q(tag, i)
 CROSS JOIN LATERAL (SELECT node_id, ntags, ts FROM graph_tags
     WHERE owner = $1 AND tag = q.tag ORDER BY ts DESC LIMIT $3) AS p
 UNION ALL
-SELECT 1, q.i, p.node_id, 0, p.ts
+SELECT 1, q.i, p.node_id, 0, p.ts, p.scope
 FROM unnest($4::text[]) WITH ORDINALITY AS q(entity, i)
-CROSS JOIN LATERAL (SELECT node_id, ts FROM graph_entities
+CROSS JOIN LATERAL (SELECT node_id, ts, scope FROM graph_entities
     WHERE owner = $1 AND entity = q.entity ORDER BY ts DESC LIMIT $5) AS p
 UNION ALL
-SELECT 2, node_version, NULL, 0, 0 FROM users WHERE key = $1
+SELECT 2, node_version, NULL, 0, 0, '' FROM users WHERE key = $1
 """
 # Every posting of a person, at most $2 of each kind, with their node version (kind 2).
 _WHOLE_POSTINGS = """
-(SELECT 0 AS kind, tag AS key, node_id, ntags, ts FROM graph_tags WHERE owner = $1 LIMIT $2)
+(SELECT 0 AS kind, tag AS key, node_id, ntags, ts, '' AS scope FROM graph_tags
+    WHERE owner = $1 LIMIT $2)
 UNION ALL
-(SELECT 1, entity, node_id, 0, ts FROM graph_entities WHERE owner = $1 LIMIT $2)
+(SELECT 1, entity, node_id, 0, ts, scope FROM graph_entities WHERE owner = $1 LIMIT $2)
 UNION ALL
-SELECT 2, node_version::text, NULL, 0, 0 FROM users WHERE key = $1
+SELECT 2, node_version::text, NULL, 0, 0, '' FROM users WHERE key = $1
 """
+# A person's nodes stored after seq $2, each with its vector and outgoing edges (edges
+# are written with their source node, never later): the recall walk then reads them
+# from memory, as with SQLite. The row comparison walks the (owner, seq) index from the
+# last one seen (usually none new: one index probe; a join over every vector of the
+# owner would grow with their history).
+_NEW_VECTORS = (
+    "SELECT n.id AS node_id, e.vector, e.dim, n.ts, n.scope, n.seq,"
+    " (SELECT json_agg(json_build_array(c.to_id, c.relation_type, c.strength,"
+    "  c.explanation)) FROM graph_connections c"
+    "  WHERE c.owner = $1 AND c.from_id = n.id) AS edges"
+    " FROM nodes n LEFT JOIN LATERAL (SELECT vector, dim FROM graph_embeddings"
+    "  WHERE node_id = n.id AND owner = $1) AS e ON true"
+    " WHERE (n.owner, n.seq) > ($1, $2) AND n.owner = $1"
+)
+# A person served again after another process wrote to their nodes, in one statement
+# (one snapshot, their node version with it): their latest $3 nodes (part 0, as the node
+# store reads them, core.storage.postgres.nodes), their nodes after seq $2 with vectors
+# and edges (part 1, as _NEW_VECTORS) and every posting, at most $4 of each kind (parts
+# 2 and 3, as _WHOLE_POSTINGS). Columns: part, version, the node's columns and seq,
+# vector, dim, edges, the posting's tag or entity, the node's tag count.
+_CATCH_UP = f"""
+SELECT 0 AS part, v.version, n.*, NULL::vector AS vector, NULL::int AS dim,
+    NULL::text AS edges, NULL::text AS key, NULL::int AS ntags
+FROM (SELECT (SELECT node_version FROM users WHERE key = $1) AS version) AS v
+LEFT JOIN LATERAL (SELECT {NODE_COLUMNS}, seq FROM nodes
+    WHERE owner = $1 ORDER BY ts DESC, seq DESC LIMIT $3) AS n ON true
+UNION ALL
+SELECT 1, NULL, x.node_id, NULL, NULL, NULL, x.ts, NULL, NULL, x.scope, NULL, NULL, NULL,
+    NULL, NULL, NULL, x.seq, x.vector, x.dim, x.edges::text, NULL, NULL
+FROM ({_NEW_VECTORS}) AS x
+UNION ALL
+(SELECT 2, NULL, node_id, NULL, NULL, NULL, ts, NULL, NULL, '', NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, tag, ntags FROM graph_tags WHERE owner = $1 LIMIT $4)
+UNION ALL
+(SELECT 3, NULL, node_id, NULL, NULL, NULL, ts, NULL, NULL, scope, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, entity, 0 FROM graph_entities WHERE owner = $1 LIMIT $4)
+ORDER BY part, ts DESC, seq DESC
+"""
+NO_NEW_SEQ = 2**62  # _CATCH_UP's $2 when the person's vectors are not asked for
 FTS_WINDOW = 500  # latest matching nodes of the owner ranked per full-text search
 # Postings kept of each tag and entity of a person served: as many as a new node's
 # connections read (core.memory.connections: tag_per_tag, entity_common); a caller
 # asking for more is answered by PostgreSQL.
 KEPT_PER_TAG = 50
-KEPT_PER_ENTITY = 50
+# Recall asks for an entity's latest 200 mentions in the message's scopes
+# (core.memory.search.SearchConfig.entity_postings): kept that deep, a person's message
+# finds them here too (fewer in those scopes than asked: PostgreSQL answers).
+KEPT_PER_ENTITY = 200
 FOUND_OWNERS = 256  # people whose vectors found by PostgreSQL's searches are remembered
 FOUND_PER_OWNER = 512  # vectors remembered per person, the latest search's first
 
@@ -232,6 +275,8 @@ class PgGraphStore(GraphStore):
         # The latest tag and entity postings of the people being served (each node
         # stored asks for them: core.storage.postgres.postings).
         self._postings = KeptPostings()
+        # A person's latest nodes read again bring what is kept here of them with them.
+        self.nodes.read_latest = self._catch_up
         # Nodes this process stored without a vector or edges, by owner, until their
         # complete_node: the matrix need not give up walks for them.
         self._without_vector: dict[str, set[str]] = {}
@@ -329,14 +374,7 @@ class PgGraphStore(GraphStore):
             return False
         seq, version = int(row[0]), row[1]
         self.nodes.stored(node, version)
-        self._postings.stored(
-            owner,
-            version,
-            to_ts(node.timestamp),
-            node.id,
-            tags,
-            list(dict.fromkeys(entities)),
-        )
+        self._postings.stored(version, node, tags, list(dict.fromkeys(entities)))
         cached = self._cache.get(owner)
         # The next node in order: the only write since the version the cache is at (or,
         # without a version, the next seq). Otherwise the next search reads what it misses.
@@ -410,7 +448,7 @@ class PgGraphStore(GraphStore):
             return False
         version = row[1]
         self.nodes.retagged(owner, node.id, tags_json, version)
-        self._postings.stored(owner, version, to_ts(node.timestamp), node.id, tags, named)
+        self._postings.stored(version, node, tags, named)
         cached = self._cache.get(owner)
         if cached is None:
             return True
@@ -528,6 +566,19 @@ class PgGraphStore(GraphStore):
         """:meth:`tags_and_entities` from the postings kept of a person this process
         serves, what is not kept yet read and kept; None when the kept postings cannot
         tell (an entity asked about before the latest kept of it)."""
+        kept = await self._kept(owner, tags, entities)
+        if kept is None:
+            return None
+        until = to_ts(at) if at is not None else math.inf
+        mentions = kept.mentions(entities, per_entity, until)
+        if mentions is None:
+            return None
+        return kept.candidates(tags, per_tag), mentions
+
+    async def _kept(self, owner: str, tags: list[str], entities: list[str]) -> OwnerPostings | None:
+        """The postings kept of a person this process serves, with ``tags`` and
+        ``entities`` among them (what is not kept yet is read and kept); None when
+        they cannot be kept (no user row, or another write landed since)."""
         kept = self._postings.get(owner, self.db.serving.get(owner))
         if kept is None:
             kept = await self._whole_postings(owner)
@@ -562,46 +613,25 @@ class PgGraphStore(GraphStore):
                 kept.tags[tag] = []
             for entity in missing_entities:
                 kept.entities[entity] = []
-            for kind, i, node_id, ntags, ts in rows:
+            for kind, i, node_id, ntags, ts, scope in rows:
                 if kind == 0:
                     kept.tags[missing_tags[i - 1]].append((float(ts), node_id, int(ntags)))
                 elif kind == 1:
-                    kept.entities[missing_entities[i - 1]].append((float(ts), node_id))
+                    kept.entities[missing_entities[i - 1]].append((float(ts), node_id, scope))
             for tag in missing_tags:
                 kept.tags[tag].sort()
             for entity in missing_entities:
                 kept.entities[entity].sort()
             if version == self.db.serving.get(owner):
                 self._postings.keep(owner, kept)
-        if kept is None:
-            return None  # nothing asked (nothing missing) and nothing kept: unreachable
-        until = to_ts(at) if at is not None else math.inf
-        mentions = kept.mentions(entities, per_entity, until)
-        if mentions is None:
-            return None
-        return kept.candidates(tags, per_tag), mentions
+        return kept  # None: nothing asked (nothing missing) and nothing kept
 
     async def _whole_postings(self, owner: str) -> OwnerPostings | None:
         """Every posting of a person who has few (None: more than WHOLE_ROWS of a kind,
         or no user row)."""
         rows = await self.db.fetch(_WHOLE_POSTINGS, owner, WHOLE_ROWS + 1)
         versions = [int(key) for kind, key, *_ in rows if kind == 2]
-        tags = [r for r in rows if r[0] == 0]
-        entities = [r for r in rows if r[0] == 1]
-        if not versions or len(tags) > WHOLE_ROWS or len(entities) > WHOLE_ROWS:
-            return None
-        kept = OwnerPostings(versions[0], KEPT_PER_TAG, KEPT_PER_ENTITY, complete=True)
-        for _, tag, node_id, ntags, ts in tags:
-            kept.tags.setdefault(tag, []).append((float(ts), node_id, int(ntags)))
-        for _, entity, node_id, _, ts in entities:
-            kept.entities.setdefault(entity, []).append((float(ts), node_id))
-        for postings in kept.tags.values():
-            postings.sort()
-            del postings[:-KEPT_PER_TAG]
-        for mentions in kept.entities.values():
-            mentions.sort()
-            del mentions[:-KEPT_PER_ENTITY]
-        return kept
+        return _whole(rows, versions[0]) if versions else None
 
     async def _entity_mentions(
         self,
@@ -611,6 +641,12 @@ class PgGraphStore(GraphStore):
         scopes: list[str] | None,
         until: float,
     ) -> dict[str, list[str]]:
+        if owner in self.db.serving:
+            # Recall's question while serving the person: from what is kept.
+            kept = await self._kept(owner, [], entities)
+            answer = kept.mentions(entities, per_entity, until, scopes) if kept else None
+            if answer is not None:
+                return answer
         # The latest ``per_entity`` postings of each entity, all entities in one statement.
         rows = await self.db.fetch(
             "SELECT q.entity, p.node_id FROM unnest($2::text[]) WITH ORDINALITY AS q(entity, i)"
@@ -629,6 +665,46 @@ class PgGraphStore(GraphStore):
             found.setdefault(entity, []).append(node_id)
         return found
 
+    async def _catch_up(self, owner: str, limit: int) -> list[tuple[Any, ...]]:
+        """The node store reads a served person's latest ``limit`` nodes again (this
+        process has not seen their current version): what is kept here of them is
+        behind too, and their new vectors and their postings come in the same statement
+        instead of one each (a person's next message often reaches another process).
+        Returns the node store's rows: version, the node's columns, seq."""
+        current = self.db.serving.get(owner)
+        cached = self._cache.get(owner)
+        if cached is None:
+            cached = _Cached(None, 0)  # all their vectors (their first search would read)
+        vectors = cached.version is None or cached.version != current
+        postings = self._postings.get(owner, current) is None
+        rows = await self.db.fetch(
+            _CATCH_UP,
+            owner,
+            cached.seq if vectors else NO_NEW_SEQ,
+            limit,
+            WHOLE_ROWS + 1 if postings else 0,
+        )
+        latest: list[tuple[Any, ...]] = []
+        new: list[tuple[Any, ...]] = []
+        posted: list[tuple[Any, ...]] = []
+        for row in rows:
+            part = row[0]
+            if part == 0:
+                latest.append(tuple(row[1:17]))
+            elif part == 1:
+                new.append((row[2], row[17], row[18], row[6], row[9], row[16], row[19]))
+            else:
+                posted.append((part - 2, row[20], row[2], row[21], row[6], row[9]))
+        version = latest[0][0]
+        if vectors:
+            new.sort(key=lambda r: r[5])
+            self._take_vectors(owner, cached, None if version is None else int(version), new)
+        if postings and version is not None:
+            kept = _whole(posted, int(version))
+            if kept is not None and kept.version == self.db.serving.get(owner):
+                self._postings.keep(owner, kept)
+        return latest
+
     async def _owner_vectors(self, owner: str) -> OwnerVectors | None:
         cached = self._cache.get(owner)
         if cached is None:
@@ -637,34 +713,35 @@ class PgGraphStore(GraphStore):
             self._cache.move_to_end(owner)
         if cached.version is not None and cached.version == self.db.serving.get(owner):
             return cached.vectors  # nobody wrote the owner's nodes since: no query
-        # A nested loop from the owner's new nodes (usually none: one index probe; a join
-        # over every vector of the owner grows with their history), each with its
-        # outgoing edges (edges are written with their source node, never later): the
-        # recall walk then reads them from memory, as with SQLite. With them, the
-        # owner's node version (the same snapshot).
+        # The owner's new nodes, with their node version (the same snapshot).
         found = await self.db.fetch(
             "SELECT v.version, x.* FROM (SELECT (SELECT node_version FROM users"
-            " WHERE key = $1) AS version) AS v LEFT JOIN LATERAL ("
-            "SELECT n.id AS node_id, e.vector, e.dim, n.ts, n.scope, n.seq,"
-            " (SELECT json_agg(json_build_array(c.to_id, c.relation_type, c.strength,"
-            "  c.explanation)) FROM graph_connections c"
-            "  WHERE c.owner = $1 AND c.from_id = n.id) AS edges"
-            " FROM nodes n LEFT JOIN LATERAL (SELECT vector, dim FROM graph_embeddings"
-            "  WHERE node_id = n.id AND owner = $1) AS e ON true"
-            # The row comparison walks the (owner, seq) index from the last one seen.
-            " WHERE (n.owner, n.seq) > ($1, $2) AND n.owner = $1) AS x ON true ORDER BY x.seq",
+            f" WHERE key = $1) AS version) AS v LEFT JOIN LATERAL ({_NEW_VECTORS}) AS x"
+            " ON true ORDER BY x.seq",
             owner,
             cached.seq,
         )
         version = found[0]["version"] if found else None
-        rows = [row for row in found if row["node_id"] is not None]
+        rows = [tuple(row)[1:] for row in found if row["node_id"] is not None]
+        return self._take_vectors(owner, cached, version, rows)
+
+    def _take_vectors(
+        self,
+        owner: str,
+        cached: _Cached,
+        version: int | None,
+        rows: Sequence[Sequence[Any]],
+    ) -> OwnerVectors | None:
+        """What is kept of ``owner``'s vectors brought up to their node version
+        ``version`` by ``rows`` (their nodes after ``cached.seq`` in order: node id,
+        vector, dim, ts, scope, seq, outgoing edges as JSON)."""
         if owner in self._cache or rows:
             cached.version = None if version is None else int(version)
         if rows:
             before = cached.rows
-            for row in rows:
-                if row["vector"] is None:
-                    if row["node_id"] in self._without_vector.get(owner, ()):
+            for node_id, vector, dim, ts, scope, _seq, edges in rows:
+                if vector is None:
+                    if node_id in self._without_vector.get(owner, ()):
                         continue  # its vector and edges come with complete_node
                     # A node the matrix cannot hold: walks ask PostgreSQL from now on.
                     if cached.vectors is not None:
@@ -673,26 +750,19 @@ class PgGraphStore(GraphStore):
                         cached.unwalkable = True
                     continue
                 if cached.vectors is None:
-                    cached.vectors = OwnerVectors(int(row["dim"]), capacity=len(rows) + 64)
+                    cached.vectors = OwnerVectors(int(dim), capacity=len(rows) + 64)
                     cached.vectors.walkable = not cached.unwalkable
                 vectors = cached.vectors
-                if int(row["dim"]) != vectors.dim:
+                if int(dim) != vectors.dim:
                     raise EmbeddingModelMismatch(
-                        f"vectors of two sizes stored for one owner ({vectors.dim}, {row['dim']})"
+                        f"vectors of two sizes stored for one owner ({vectors.dim}, {dim})"
                     )
-                vectors.append(
-                    row["node_id"],
-                    row["vector"],
-                    row["ts"],
-                    row["scope"],
-                )
-                for to_id, relation, strength, explanation in json.loads(row["edges"] or "[]"):
+                vectors.append(node_id, vector, ts, scope)
+                for to_id, relation, strength, explanation in json.loads(edges or "[]"):
                     if to_id not in vectors.index:
                         vectors.walkable = False
-                    vectors.add_edge(
-                        Edge(row["node_id"], to_id, relation, float(strength), explanation)
-                    )
-            cached.seq = max(cached.seq, int(rows[-1]["seq"]))
+                    vectors.add_edge(Edge(node_id, to_id, relation, float(strength), explanation))
+            cached.seq = max(cached.seq, int(rows[-1][5]))
             if owner not in self._cache:
                 self._cache[owner] = cached
             self._cached_rows += cached.rows - before
@@ -1050,6 +1120,28 @@ class PgGraphStore(GraphStore):
             await notify(conn, owner)
         self.drop_cached(owner)
         return removed
+
+
+def _whole(rows: Iterable[Sequence[Any]], version: int) -> OwnerPostings | None:
+    """A person's postings at their node version ``version`` from rows (kind 0 a tag, 1
+    an entity; key, node id, the node's tag count, ts, scope) holding all of them, at
+    most WHOLE_ROWS + 1 of each kind (None: more than WHOLE_ROWS of a kind)."""
+    tags = [r for r in rows if r[0] == 0]
+    entities = [r for r in rows if r[0] == 1]
+    if len(tags) > WHOLE_ROWS or len(entities) > WHOLE_ROWS:
+        return None
+    kept = OwnerPostings(version, KEPT_PER_TAG, KEPT_PER_ENTITY, complete=True)
+    for _, tag, node_id, ntags, ts, _ in tags:
+        kept.tags.setdefault(tag, []).append((float(ts), node_id, int(ntags)))
+    for _, entity, node_id, _, ts, scope in entities:
+        kept.entities.setdefault(entity, []).append((float(ts), node_id, scope))
+    for postings in kept.tags.values():
+        postings.sort()
+        del postings[:-KEPT_PER_TAG]
+    for mentions in kept.entities.values():
+        mentions.sort()
+        del mentions[:-KEPT_PER_ENTITY]
+    return kept
 
 
 def _vector_text(vector: np.ndarray) -> str:

@@ -8,9 +8,11 @@ have been served by another process (docs/storage.md, Caches)."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
+
+import asyncpg
 
 from core.storage.api import NodeStore
 from core.storage.latest_nodes import (
@@ -82,6 +84,11 @@ class PgNodeStore(NodeStore):
         # Told (owner, version) when this process moved a person's version without
         # adding a node (an emotion read): what is kept of their vectors stays current.
         self.moved_without_node: list[Callable[[str, int], None]] = []
+        # Reads a served person's latest nodes again: (version, the node's columns, seq)
+        # rows, newest first (the graph store's reads what it keeps of them too).
+        self.read_latest: Callable[[str, int], Awaitable[Sequence[Sequence[Any]]]] = (
+            self._read_latest
+        )
         db.pending_hooks.append(self._pending_written)
 
     async def add(self, node: MemoryNode, *, announce: bool = False) -> bool:
@@ -145,9 +152,9 @@ class PgNodeStore(NodeStore):
         latest = self._latest.get(owner)
         if latest is None or latest.version != current:
             self.drop_cached(owner)
-            rows = await self.db.fetch(_LATEST, owner, LATEST_PER_OWNER + 1)
+            rows = await self.read_latest(owner, LATEST_PER_OWNER + 1)
             version = rows[0][0]
-            kept = [NodeRow(*row[1:-1]) for row in rows if row["id"] is not None]
+            kept = [NodeRow(*row[1:-1]) for row in rows if row[1] is not None]
             latest = LatestNodes(
                 list(reversed(kept[:LATEST_PER_OWNER])),
                 complete=len(kept) <= LATEST_PER_OWNER,
@@ -168,6 +175,10 @@ class PgNodeStore(NodeStore):
         else:
             self._latest.move_to_end(owner)
         return matching(latest, limit, keep, since=since)
+
+    async def _read_latest(self, owner: str, limit: int) -> Sequence[Sequence[Any]]:
+        rows: list[asyncpg.Record] = await self.db.fetch(_LATEST, owner, limit)
+        return rows
 
     async def kept_by_id(self, owner: str, node_ids: Sequence[str]) -> dict[str, NodeRow]:
         """Those of ``node_ids`` among the latest nodes kept of a person this process

@@ -14,7 +14,7 @@ import bisect
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from core.storage.records import count_shared_tags
+from core.storage.records import MemoryNode, count_shared_tags, to_ts
 
 MAX_KEPT_OWNERS = 2_000  # people whose postings are kept, least recently served dropped
 WHOLE_ROWS = 2_000  # postings of each kind a person may have to be read whole
@@ -22,8 +22,8 @@ WHOLE_ROWS = 2_000  # postings of each kind a person may have to be read whole
 
 class OwnerPostings:
     """One person's kept postings at their node version ``version``: tag -> (ts, node
-    id, the node's tag count), entity -> (ts, node id); oldest first, the latest
-    ``limit`` of each."""
+    id, the node's tag count), entity -> (ts, node id, the node's scope); oldest first,
+    the latest ``limit`` of each."""
 
     __slots__ = ("complete", "entities", "entity_limit", "tag_limit", "tags", "version")
 
@@ -36,7 +36,7 @@ class OwnerPostings:
         self.tag_limit = tag_limit
         self.entity_limit = entity_limit
         self.tags: dict[str, list[tuple[float, str, int]]] = {}
-        self.entities: dict[str, list[tuple[float, str]]] = {}
+        self.entities: dict[str, list[tuple[float, str, str]]] = {}
 
     def candidates(self, tags: Sequence[str], per_tag: int) -> dict[str, tuple[int, int]]:
         """As GraphStore.tag_candidates, from what is kept (every tag of ``tags`` is)."""
@@ -47,23 +47,32 @@ class OwnerPostings:
         return found
 
     def mentions(
-        self, entities: Sequence[str], per_entity: int, until: float
+        self,
+        entities: Sequence[str],
+        per_entity: int,
+        until: float,
+        scopes: Sequence[str] | None = None,
     ) -> dict[str, list[str]] | None:
-        """As GraphStore.entity_mentions in every scope, newest first; None when what is
-        kept cannot tell (the latest kept are later than ``until`` and older ones may
-        be missing)."""
+        """As GraphStore.entity_mentions (``scopes`` None: every scope), newest first;
+        None when what is kept cannot tell (fewer than ``per_entity`` kept ones are at
+        or before ``until`` and in ``scopes`` while older ones may be missing)."""
+        allowed = set(scopes) if scopes is not None else None
         found: dict[str, list[str]] = {}
         for entity in entities:
             kept = self.entities.get(entity, [])
             upto = kept[: bisect.bisect_right(kept, (until, "\U0010ffff"))]
-            if len(upto) < min(per_entity, len(kept)) and len(kept) >= self.entity_limit:
+            if allowed is not None:
+                upto = [posting for posting in upto if posting[2] in allowed]
+            if len(upto) < per_entity and len(kept) >= self.entity_limit:
                 return None
             if upto:
-                found[entity] = [node_id for _, node_id in reversed(upto[-per_entity:])]
+                found[entity] = [node_id for _, node_id, _ in reversed(upto[-per_entity:])]
         return found
 
-    def add(self, ts: float, node_id: str, tags: Sequence[str], entities: Sequence[str]) -> None:
-        """A node this process stored: its postings, where the tag or entity is kept."""
+    def add(self, node: MemoryNode, tags: Sequence[str], entities: Sequence[str]) -> None:
+        """A node this process stored (its distinct ``tags`` and ``entities``): its
+        postings, where the tag or entity is kept."""
+        ts, node_id = to_ts(node.timestamp), node.id
         for tag in tags:
             kept_tag = self.tags.setdefault(tag, []) if self.complete else self.tags.get(tag)
             if kept_tag is not None:
@@ -74,7 +83,7 @@ class OwnerPostings:
                 self.entities.setdefault(entity, []) if self.complete else self.entities.get(entity)
             )
             if kept_entity is not None:
-                bisect.insort(kept_entity, (ts, node_id))
+                bisect.insort(kept_entity, (ts, node_id, node.scope))
                 del kept_entity[: -self.entity_limit]
 
 
@@ -101,22 +110,17 @@ class KeptPostings:
             self._owners.popitem(last=False)
 
     def stored(
-        self,
-        owner: str,
-        version: int | None,
-        ts: float,
-        node_id: str,
-        tags: Sequence[str],
-        entities: Sequence[str],
+        self, version: int | None, node: MemoryNode, tags: Sequence[str], entities: Sequence[str]
     ) -> None:
-        """A node of ``owner`` this process stored, moving their version to ``version``."""
+        """A node this process stored, moving its owner's version to ``version``."""
+        owner = node.owner
         kept = self._owners.get(owner)
         if kept is None:
             return
         if version is None or kept.version != version - 1:
             del self._owners[owner]
             return
-        kept.add(ts, node_id, tags, entities)
+        kept.add(node, tags, entities)
         kept.version = version
 
     def moved(self, owner: str, version: int) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.storage.postgres import PostgresStorage
+from core.storage.postgres.graph import KEPT_PER_ENTITY
 from core.storage.records import MemoryNode, NodeType
 from tests.core.storage.conftest import statements_sent
 from tests.core.storage.contract.test_contract import MODEL, unit
@@ -148,3 +149,69 @@ async def test_tag_and_entity_postings_are_kept_while_serving_and_read_after_ano
     )
     # The same as PostgreSQL's own answer for a person not served.
     assert again == await second.graph.tags_and_entities(A, ["cats", "home"], ["julia"], at=at)
+
+
+async def test_recalls_entity_question_is_answered_from_the_kept_postings(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    """Recall asks for an entity's mentions in the message's scopes: from memory while the
+    person is served, from PostgreSQL when what is kept cannot tell (the kept depth holds
+    only other scopes' mentions, older ones may be in the asked scope)."""
+    first, _ = two
+
+    def naming(node_id: str, minutes: float, scope: str) -> MemoryNode:
+        node = turn(node_id, minutes)
+        node.scope = node.chat_id = scope
+        return node
+
+    at = T0 + timedelta(days=1)
+    await first.graph.add_node(naming("dm0", 0, "dm"), vector=None, model=MODEL, entities=["julia"])
+    for i in range(KEPT_PER_ENTITY):
+        await first.graph.add_node(
+            naming(f"g{i}", 1 + i / 100, "g1"), vector=None, model=MODEL, entities=["julia"]
+        )
+    async with first.serving(A):
+        assert await first.graph.entity_mentions(A, ["julia"], scopes=["g1"], at=at, per_entity=2)
+        with statements_sent(first.db, READS) as statements:
+            in_group = await first.graph.entity_mentions(
+                A, ["julia", "nobody"], scopes=["g1"], at=at, per_entity=2
+            )
+        assert in_group == {"julia": [f"g{KEPT_PER_ENTITY - 1}", f"g{KEPT_PER_ENTITY - 2}"]}
+        assert statements == []  # from memory
+        with statements_sent(first.db, READS) as statements:
+            in_dm = await first.graph.entity_mentions(A, ["julia"], scopes=["dm"], at=at)
+        assert in_dm == {"julia": ["dm0"]}
+        assert len(statements) == 1  # the kept 200 are all the group's: asked
+
+
+async def test_after_another_process_one_statement_reads_nodes_vectors_and_postings_again(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, second = two
+    at = T0 + timedelta(hours=1)
+
+    def tagged(node_id: str, minutes: float) -> MemoryNode:
+        node = turn(node_id, minutes)
+        node.tags = ["cats"]
+        return node
+
+    async with first.serving(A):
+        await first.graph.add_node(tagged("n1", 1), vector=unit(1), model=MODEL, entities=["julia"])
+        assert await ids(first) == ["n1"]
+        assert await first.graph.tags_and_entities(A, ["cats"], ["julia"], at=at) == (
+            {"n1": (1, 1)},
+            {"julia": ["n1"]},
+        )
+        assert await first.graph.vector_search(A, unit(1), k=1) != []
+    async with second.serving(A):
+        await second.graph.add_node(
+            tagged("n2", 2), vector=unit(2), model=MODEL, entities=["julia"]
+        )
+    with statements_sent(first.db, READS) as statements:
+        async with first.serving(A):
+            assert await ids(first) == ["n1", "n2"]
+            postings = await first.graph.tags_and_entities(A, ["cats"], ["julia"], at=at)
+            found = await first.graph.vector_search(A, unit(2), k=1)
+    assert postings == ({"n1": (1, 1), "n2": (1, 1)}, {"julia": ["n2", "n1"]})
+    assert [h for h, _ in found] == ["n2"]
+    assert len(statements) == 1, statements  # the latest nodes, the new vector, the postings

@@ -292,6 +292,51 @@ async def test_entity_postings_by_owner_scope_and_time_and_forgotten(storage: St
     assert await graph.entity_mentions(B, ["julia"]) == {"julia": ["e4"]}
 
 
+async def test_entity_mentions_while_serving_the_person(opener: Opener, storage: Storage) -> None:
+    """Recall asks while serving the person (PostgreSQL answers from the postings it
+    keeps of them): the same answers by scope, time and count, this process's new
+    mentions and another process's included."""
+    graph = storage.graph
+    await graph.check_model(MODEL, 8)
+    for node_id, minutes, scope in (("e1", 0, "dm"), ("e2", 1, "group-1"), ("e3", 2, "dm")):
+        await graph.add_node(
+            node(node_id, minutes=minutes, scope=scope, chat_id=scope),
+            vector=unit(minutes),
+            model=MODEL,
+            entities=["julia"],
+        )
+    before = T0 + timedelta(minutes=1)
+    async with storage.serving(A):
+        assert await graph.entity_mentions(A, ["julia", "nobody"]) == {"julia": ["e3", "e2", "e1"]}
+        assert await graph.entity_mentions(A, ["julia"], scopes=["dm"]) == {"julia": ["e3", "e1"]}
+        assert await graph.entity_mentions(A, ["julia"], scopes=["dm"], per_entity=1) == {
+            "julia": ["e3"]
+        }
+        assert await graph.entity_mentions(A, ["julia"], scopes=["dm"], at=before) == {
+            "julia": ["e1"]
+        }
+        assert await graph.entity_mentions(A, ["julia"], scopes=["elsewhere"]) == {}
+        await graph.add_node(
+            node("e5", minutes=3, scope="group-1", chat_id="group-1"),
+            vector=unit(3),
+            model=MODEL,
+            entities=["julia", "floripa"],
+        )
+        assert await graph.entity_mentions(A, ["julia", "floripa"], scopes=["group-1"]) == {
+            "julia": ["e5", "e2"],
+            "floripa": ["e5"],
+        }
+    other = opener()
+    async with other, other.serving(A):
+        await other.graph.add_node(
+            node("e6", minutes=4), vector=unit(4), model=MODEL, entities=["julia"]
+        )
+    async with storage.serving(A):
+        assert await graph.entity_mentions(A, ["julia"], scopes=["dm"], per_entity=2) == {
+            "julia": ["e6", "e3"]
+        }
+
+
 async def test_full_text_folds_accents_and_stays_with_its_owner(storage: Storage) -> None:
     graph = storage.graph
     await graph.add_node(
