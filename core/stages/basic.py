@@ -182,7 +182,9 @@ class PersistStage:
         emotion = ctx.extras.get("emotion")
         if emotion is not None:
             node.emotion, node.emotion_score = emotion.label, emotion.score
-        if not await ctx.services.memory.store(node):
+        # Kept (and a duplicate refused) before it returns; the node's vector and links
+        # may follow off the person's path.
+        if not await ctx.services.memory.store_first(node):
             log.info("duplicate delivery of %s ignored", node.source_id)
             return
         ctx.node = node

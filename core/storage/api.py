@@ -238,6 +238,23 @@ class GraphStore(OwnedData):
         same owner's nodes. ``announce``: tell the other processes (imports)."""
 
     @abstractmethod
+    async def complete_node(
+        self,
+        node: MemoryNode,
+        *,
+        vector: np.ndarray,
+        model: str,
+        connections: Sequence[Connection] = (),
+        announce: bool = False,
+        entities: Sequence[str] = (),
+    ) -> bool:
+        """What :meth:`add_node` writes beside a node, for a node already stored without
+        it (``add_node(node, vector=None)``: a message stored before its vector is
+        computed, off the person's path): its vector, ``node.tags`` (its row's and their
+        postings), entity postings and outgoing connections, in one transaction. False
+        (and nothing written) when the owner has no such node (forgotten meanwhile)."""
+
+    @abstractmethod
     async def latest_node(
         self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str | None = None
     ) -> tuple[str, datetime] | None:
@@ -335,6 +352,12 @@ class GraphStore(OwnedData):
                 f"query vector has {query.shape[0]} dimensions, stored vectors {vectors.dim}"
             )
         return vectors.search(query, k, scopes, exclude, to_ts(at) if at else None, newest=newest)
+
+    async def with_vectors(self, owner: str, node_ids: Sequence[str]) -> set[str]:
+        """Those of ``node_ids`` that have a vector, from the owner's vectors as the
+        backend keeps them (the matrix a recall searches next anyway)."""
+        vectors = await self._owner_vectors(owner)
+        return set() if vectors is None else {i for i in node_ids if i in vectors.index}
 
     # -- second vectors: another encoder's vector of the same nodes (core.memory.graph) --
 

@@ -52,6 +52,12 @@ class LatestNodes:
             del self.rows[0]
             self.complete = False
 
+    def retag(self, node_id: str, tags: str) -> None:
+        """A kept node's tags (its row's JSON) rewritten in storage, once its vector came."""
+        for i, row in enumerate(self.rows):
+            if row.id == node_id:
+                self.rows[i] = row._replace(tags=tags)
+
 
 def node_from_kept(row: NodeRow) -> MemoryNode:
     """A fresh node from kept columns (callers may change what they get)."""

@@ -65,6 +65,7 @@ from core.storage.sqlite_rows import (
     NODE_COLUMNS,
     NodeWrite,
     storable_connections,
+    write_completion,
     write_node,
     write_second_vectors,
     write_second_vectors_announced,
@@ -241,26 +242,52 @@ class SQLiteGraphStore(GraphStore):
         self._loads.wrote(node.owner)
         if node.owner in self._documents:
             self._documents[node.owner] += 1
-        cached = self._cache.get(node.owner)
-        if cached is not None:
-            if vector is None:
-                self._drop(node.owner)  # the cache holds nodes with vectors only
-                return True
-            before = cached.rows
-            if node.id not in cached.index:
-                cached.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
-                for c in storable_connections(node, connections):
-                    if c.node_id not in cached.index:
-                        # Stored only if that node is the owner's: unknown here.
-                        cached.walkable = False
-                        continue
-                    cached.add_edge(
-                        Edge(node.id, c.node_id, c.relation_type, float(c.strength), c.explanation)
-                    )
-            self._cached_rows += cached.rows - before
-            self._cache.move_to_end(node.owner)
-            self._evict()
+        self._keep(node, vector, connections)
         return True
+
+    async def complete_node(
+        self,
+        node: MemoryNode,
+        *,
+        vector: np.ndarray,
+        model: str,
+        connections: Sequence[Connection] = (),
+        announce: bool = False,
+        entities: Sequence[str] = (),
+    ) -> bool:
+        """See :meth:`GraphStore.complete_node`; ``announce`` as :meth:`add_node`'s. The
+        kept matrix takes the vector and edges as :meth:`add_node` would have."""
+        rows = NodeWrite.of(node, vector, model, connections, entities)
+        completed = await self.db.run(
+            announced(functools.partial(write_completion, rows=rows), node.owner, announce=announce)
+        )
+        if not completed:
+            return False
+        self.nodes.retagged(node.owner, node.id, rows.params.tags)
+        self._loads.wrote(node.owner)
+        self._keep(node, vector, connections)
+        return True
+
+    def _keep(
+        self, node: MemoryNode, vector: np.ndarray | None, connections: Sequence[Connection]
+    ) -> None:
+        """The owner's kept matrix after ``node`` was stored with ``vector`` and
+        ``connections`` (or given them later, :meth:`complete_node`)."""
+        cached = self._cache.get(node.owner)
+        if cached is None:
+            return
+        edges = storable_connections(node, connections)
+        if vector is None:
+            # The matrix holds the nodes with a vector, and their edges: a node without
+            # either leaves it as it is (its vector may come later, complete_node).
+            if edges:
+                self._drop(node.owner)
+            return
+        before = cached.rows
+        cached.add_node(node, vector, edges)
+        self._cached_rows += cached.rows - before
+        self._cache.move_to_end(node.owner)
+        self._evict()
 
     # -- reads -------------------------------------------------------------------------
 

@@ -100,6 +100,13 @@ class SQLiteNodeStore(NodeStore):
             latest.add(node_params(node))
             self._latest_rows += len(latest.rows) - before
 
+    def retagged(self, owner: str, node_id: str, tags: str) -> None:
+        """Called once a node's tags (its row's JSON) are rewritten and committed."""
+        self._loads.wrote(owner)
+        latest = self._latest.get(owner)
+        if latest is not None:
+            latest.retag(node_id, tags)
+
     def drop_cached(self, owner: str | None) -> None:
         """The kept latest nodes of ``owner`` (None: of everyone) are read again when
         asked for; a read of them in flight is not kept."""

@@ -168,6 +168,27 @@ def write_node(raw: sqlite3.Connection, rows: NodeWrite) -> bool:
     the write can cross to the writer process."""
     if not insert_node_row(raw, rows.params):
         return False
+    _write_beside(raw, rows)
+    return True
+
+
+def write_completion(raw: sqlite3.Connection, rows: NodeWrite) -> bool:
+    """What :func:`write_node` writes beside a node, for one stored without it: the
+    row's tags, the vector, tag and entity postings and outgoing edges, in the caller's
+    transaction; False when the owner has no such node (nothing written)."""
+    params = rows.params
+    cur = raw.execute(
+        "UPDATE nodes SET tags = ? WHERE id = ? AND owner = ?",
+        (params.tags, params.id, params.owner),
+    )
+    if not (cur.rowcount or 0) > 0:
+        return False
+    _write_beside(raw, rows)
+    return True
+
+
+def _write_beside(raw: sqlite3.Connection, rows: NodeWrite) -> None:
+    """The vector, postings and edges of the node ``rows`` describe (its row stored)."""
     node_id, owner, ts = rows.params.id, rows.params.owner, rows.params.ts
     if rows.vector is not None:
         raw.execute(
@@ -198,7 +219,6 @@ def write_node(raw: sqlite3.Connection, rows: NodeWrite) -> bool:
             " (SELECT 1 FROM nodes WHERE id = json_extract(e.value, '$[0]') AND owner = ?1)",
             (owner, node_id, rows.edges_json),
         )
-    return True
 
 
 def write_second_vectors(

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from core.storage.graph_records import Edge, NodePlace
+from core.storage.records import Connection, MemoryNode, to_ts
 
 # Vector search: exact up to this many rows of one owner, binary codes + exact rescoring
 # beyond (see _OwnerVectors).
@@ -97,6 +98,21 @@ class OwnerVectors:
                 pad = np.zeros((self.codes.shape[0], grow), np.uint64)
                 self.codes = np.concatenate([self.codes, pad], axis=1)
             self.codes[:, self.n - 1] = self._encode(self.matrix[self.n - 1 : self.n])[0]
+
+    def add_node(self, node: MemoryNode, vector: np.ndarray, edges: Sequence[Connection]) -> None:
+        """A node stored with ``vector`` and its outgoing ``edges`` (storable ones). An
+        edge to a node not held here was stored only if that node is the owner's, which
+        is unknown here: walks then ask storage."""
+        if node.id in self.index:
+            return
+        self.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
+        for c in edges:
+            if c.node_id not in self.index:
+                self.walkable = False
+                continue
+            self.add_edge(
+                Edge(node.id, c.node_id, c.relation_type, float(c.strength), c.explanation)
+            )
 
     def add_edge(self, edge: Edge) -> None:
         self.edges.setdefault(edge.from_id, []).append(edge)

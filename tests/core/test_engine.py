@@ -166,6 +166,10 @@ async def test_a_full_database_gets_an_honest_reply_and_recovers(
     nodes = await engine.storage.nodes.recent("telegram:1", limit=500)
     assert len(nodes) == stored_before + 2  # "voltou?" and its reply; nothing of the full spell
     assert [n.content for n in nodes[-2:]] == ["voltou?", after.texts[0]]
+    # A row whose vector could not be written while the disk was full got it with the
+    # person's next message.
+    await engine.services.memory.settle()
+    assert await engine.storage.graph.node_count_with_vectors("telegram:1") == len(nodes)
 
 
 async def test_huge_message_is_capped_with_a_note(engine_factory) -> None:

@@ -54,6 +54,7 @@ from core.storage.records import (
     count_shared_tags,
     from_ts,
     node_from_row,
+    node_params,
     to_ts,
 )
 from core.storage.vector_cache import OwnerVectors, SecondVectors, as_vector, second_matrix
@@ -91,6 +92,43 @@ edges AS (
         strength = EXCLUDED.strength, explanation = EXCLUDED.explanation
 ),
 announced AS (SELECT pg_notify($24, $2) FROM node WHERE $23),
+bumped AS ({BUMP_VERSION.format(changed="node")})
+SELECT seq, (SELECT node_version FROM bumped) FROM node, (SELECT count(*) FROM announced) AS a
+"""
+# What ADD_NODE writes beside a node, for one stored without it ($1 its id, $2 owner):
+# the row's tags ($5, JSON as node_args gives them), $3 the vector, $4 its dimension,
+# $6 model, $7 tags, $8-$11 edges, $12 entities, $13 whether to announce, $14 the
+# channel. Nothing when the owner has no such node (forgotten meanwhile).
+COMPLETE_NODE = f"""
+WITH node AS (
+    UPDATE nodes SET tags = $5 WHERE id = $1 AND owner = $2 RETURNING ts, scope, seq
+),
+vector AS (
+    INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)
+    SELECT $1, $2, $6, $4, $3 FROM node
+    ON CONFLICT (node_id) DO UPDATE SET
+        model = EXCLUDED.model, dim = EXCLUDED.dim, vector = EXCLUDED.vector
+),
+tags AS (
+    INSERT INTO graph_tags(owner, tag, ts, node_id, ntags)
+    SELECT $2, t, node.ts, $1, cardinality($7::text[]) FROM node, unnest($7::text[]) AS t
+    ON CONFLICT DO NOTHING
+),
+entities AS (
+    INSERT INTO graph_entities(owner, entity, ts, node_id, scope)
+    SELECT $2, e, node.ts, $1, node.scope FROM node, unnest($12::text[]) AS e
+    ON CONFLICT DO NOTHING
+),
+edges AS (
+    INSERT INTO graph_connections(owner, from_id, to_id, relation_type, strength, explanation)
+    SELECT $2, $1, e.to_id, e.relation, e.strength, e.explanation
+    FROM node, unnest($8::text[], $9::text[], $10::float8[], $11::text[])
+        AS e(to_id, relation, strength, explanation)
+    WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.to_id AND n.owner = $2)
+    ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET
+        strength = EXCLUDED.strength, explanation = EXCLUDED.explanation
+),
+announced AS (SELECT pg_notify($14, $2) FROM node WHERE $13),
 bumped AS ({BUMP_VERSION.format(changed="node")})
 SELECT seq, (SELECT node_version FROM bumped) FROM node, (SELECT count(*) FROM announced) AS a
 """
@@ -239,6 +277,9 @@ class PgGraphStore(GraphStore):
         self._postings = KeptPostings()
         # A person's latest nodes read again bring what is kept here of them with them.
         self.nodes.read_latest = self._catch_up
+        # Nodes this process stored without a vector or edges, by owner, until their
+        # complete_node: the matrix need not give up walks for them.
+        self._without_vector: dict[str, set[str]] = {}
 
     # -- model -------------------------------------------------------------------------
 
@@ -308,6 +349,10 @@ class PgGraphStore(GraphStore):
         owner = node.owner
         tags = list(dict.fromkeys(node.tags))
         edges = storable_connections(node, connections)
+        if vector is None and not edges:
+            # Its vector and edges may follow (complete_node): until they do, the kept
+            # matrix holds all it can of the owner, and stays walkable.
+            self._without_vector.setdefault(owner, set()).add(node.id)
         # One statement (atomic on its own, one round trip): the node, then from what
         # it inserted (nothing for a duplicate) its vector, tag postings and edges.
         row = await self.db.fetchrow(
@@ -342,27 +387,83 @@ class PgGraphStore(GraphStore):
         elif cached is not None and vector is None:
             cached.seq = max(cached.seq, seq)
             cached.version = version if by_version else None
-            if cached.vectors is not None:
-                cached.vectors.walkable = False
-            else:
-                cached.unwalkable = True
+            if edges:
+                if cached.vectors is not None:
+                    cached.vectors.walkable = False
+                else:
+                    cached.unwalkable = True
         elif cached is not None and vector is not None:
             if cached.vectors is None:
                 cached.vectors = OwnerVectors(int(np.asarray(vector).shape[-1]))
             before = cached.rows
-            vectors = cached.vectors
-            vectors.append(node.id, as_vector(vector), to_ts(node.timestamp), node.scope)
-            for c in edges:
-                if c.node_id not in vectors.index:
-                    vectors.walkable = False  # stored only if that node is the owner's
-                    continue
-                vectors.add_edge(
-                    Edge(node.id, c.node_id, c.relation_type, float(c.strength), c.explanation)
-                )
+            cached.vectors.add_node(node, vector, edges)
             cached.seq = max(cached.seq, seq)
             cached.version = version if by_version else None
             self._cached_rows += cached.rows - before
             self._evict()
+        return True
+
+    async def complete_node(
+        self,
+        node: MemoryNode,
+        *,
+        vector: np.ndarray,
+        model: str,
+        connections: Sequence[Connection] = (),
+        announce: bool = False,
+        entities: Sequence[str] = (),
+    ) -> bool:
+        """See :meth:`GraphStore.complete_node`: one statement, as :meth:`add_node`. The
+        kept matrix takes the vector and edges when it is current at the version just
+        before (it reads new nodes by ``seq``, which would not see them); otherwise it
+        is read again."""
+        owner = node.owner
+        pending = self._without_vector.get(owner)
+        if pending is not None:
+            pending.discard(node.id)
+            if not pending:
+                del self._without_vector[owner]
+        tags = list(dict.fromkeys(node.tags))
+        edges = storable_connections(node, connections)
+        named = list(dict.fromkeys(entities))
+        tags_json = node_params(node).tags
+        row = await self.db.fetchrow(
+            COMPLETE_NODE,
+            node.id,
+            owner,
+            as_vector(vector),
+            int(np.asarray(vector).shape[-1]),
+            tags_json,
+            model,
+            tags,
+            [c.node_id for c in edges],
+            [c.relation_type for c in edges],
+            [float(c.strength) for c in edges],
+            [c.explanation for c in edges],
+            named,
+            announce,
+            CHANNEL,
+        )
+        if row is None:
+            return False
+        version = row[1]
+        self.nodes.retagged(owner, node.id, tags_json, version)
+        self._postings.stored(version, node, tags, named)
+        cached = self._cache.get(owner)
+        if cached is None:
+            return True
+        if version is None or cached.version != version - 1:
+            self._cache.pop(owner)
+            self._cached_rows -= cached.rows
+            return True
+        if cached.vectors is None:
+            cached.vectors = OwnerVectors(int(np.asarray(vector).shape[-1]))
+            cached.vectors.walkable = not cached.unwalkable
+        before = cached.rows
+        cached.vectors.add_node(node, vector, edges)
+        cached.version = version
+        self._cached_rows += cached.rows - before
+        self._evict()
         return True
 
     # -- reads -------------------------------------------------------------------------
@@ -640,6 +741,8 @@ class PgGraphStore(GraphStore):
             before = cached.rows
             for node_id, vector, dim, ts, scope, _seq, edges in rows:
                 if vector is None:
+                    if node_id in self._without_vector.get(owner, ()):
+                        continue  # its vector and edges come with complete_node
                     # A node the matrix cannot hold: walks ask PostgreSQL from now on.
                     if cached.vectors is not None:
                         cached.vectors.walkable = False

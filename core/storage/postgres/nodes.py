@@ -118,6 +118,21 @@ class PgNodeStore(NodeStore):
         if owner in self.db.serving:
             self.db.serving[owner] = max(self.db.serving[owner], version)
 
+    def retagged(self, owner: str, node_id: str, tags: str, version: int | None) -> None:
+        """This process rewrote a node's tags (its row's JSON), moving its owner's
+        version to ``version``."""
+        if version is None:
+            self.drop_cached(owner)
+            return
+        if owner in self.db.serving:
+            self.db.serving[owner] = max(self.db.serving[owner], version)
+        latest = self._latest.get(owner)
+        if latest is not None and latest.version == version - 1:
+            latest.retag(node_id, tags)
+            latest.version = version
+        elif latest is not None:
+            self.drop_cached(owner)  # another process wrote too: read them again
+
     def drop_cached(self, owner: str | None) -> None:
         if owner is None:
             self._latest.clear()
