@@ -60,41 +60,80 @@ from core.storage.records import (
 from core.storage.vector_cache import OwnerVectors, SecondVectors, as_vector, second_matrix
 
 _EDGE_COLUMNS = EDGE_COLUMNS
-# $1-$14 the node (core.storage.postgres.nodes.node_args), $15 the vector or NULL,
-# $16 its dimension, $17 model, $18 tags, $19-$22 edges (targets, relations, strengths,
-# explanations), $23 whether to announce the change, $24 the channel, $25 entities.
-ADD_NODE = f"""
-WITH node AS ({INSERT_NODE}),
-vector AS (
+
+
+def _beside_node(
+    *,
+    vector: str,
+    dim: str,
+    model: str,
+    tags: str,
+    edges: tuple[str, str, str, str],
+    entities: str,
+    ts: str,
+    scope: str,
+    announce: str,
+    channel: str,
+    only_with_vector: bool,
+) -> str:
+    """The statements that write what is stored beside a node (the CTE ``node`` gives
+    it): its vector, tag and entity postings, edges, the change announced and the
+    owner's node version bumped; each argument names the parameter or column that holds
+    it. ``$1`` is the node's id and ``$2`` its owner in both statements."""
+    with_vector = f" WHERE {vector}::vector IS NOT NULL" if only_with_vector else ""
+    targets, relations, strengths, explanations = edges
+    return f"""vector AS (
     INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)
-    SELECT $1, $2, $17, $16, $15 FROM node WHERE $15::vector IS NOT NULL
+    SELECT $1, $2, {model}, {dim}, {vector} FROM node{with_vector}
     ON CONFLICT (node_id) DO UPDATE SET
         model = EXCLUDED.model, dim = EXCLUDED.dim, vector = EXCLUDED.vector
 ),
 tags AS (
     INSERT INTO graph_tags(owner, tag, ts, node_id, ntags)
-    SELECT $2, t, $5, $1, cardinality($18::text[]) FROM node, unnest($18::text[]) AS t
+    SELECT $2, t, {ts}, $1, cardinality({tags}::text[]) FROM node, unnest({tags}::text[]) AS t
     ON CONFLICT DO NOTHING
 ),
 entities AS (
     INSERT INTO graph_entities(owner, entity, ts, node_id, scope)
-    SELECT $2, e, $5, $1, $8 FROM node, unnest($25::text[]) AS e
+    SELECT $2, e, {ts}, $1, {scope} FROM node, unnest({entities}::text[]) AS e
     ON CONFLICT DO NOTHING
 ),
 edges AS (
     -- The target must be the same owner's node: never an edge across people.
     INSERT INTO graph_connections(owner, from_id, to_id, relation_type, strength, explanation)
     SELECT $2, $1, e.to_id, e.relation, e.strength, e.explanation
-    FROM node, unnest($19::text[], $20::text[], $21::float8[], $22::text[])
-        AS e(to_id, relation, strength, explanation)
+    FROM node, unnest({targets}::text[], {relations}::text[], {strengths}::float8[],
+        {explanations}::text[]) AS e(to_id, relation, strength, explanation)
     WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.to_id AND n.owner = $2)
     ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET
         strength = EXCLUDED.strength, explanation = EXCLUDED.explanation
 ),
-announced AS (SELECT pg_notify($24, $2) FROM node WHERE $23),
+announced AS (SELECT pg_notify({channel}, $2) FROM node WHERE {announce}),
 bumped AS ({BUMP_VERSION.format(changed="node")})
 SELECT seq, (SELECT node_version FROM bumped) FROM node, (SELECT count(*) FROM announced) AS a
 """
+
+
+# $1-$14 the node (core.storage.postgres.nodes.node_args), $15 the vector or NULL,
+# $16 its dimension, $17 model, $18 tags, $19-$22 edges (targets, relations, strengths,
+# explanations), $23 whether to announce the change, $24 the channel, $25 entities.
+ADD_NODE = f"""
+WITH node AS ({INSERT_NODE}),
+{
+    _beside_node(
+        vector="$15",
+        dim="$16",
+        model="$17",
+        tags="$18",
+        edges=("$19", "$20", "$21", "$22"),
+        entities="$25",
+        ts="$5",
+        scope="$8",
+        announce="$23",
+        channel="$24",
+        only_with_vector=True,
+    )
+}"""
 # What ADD_NODE writes beside a node, for one stored without it ($1 its id, $2 owner):
 # the row's tags ($5, JSON as node_args gives them), $3 the vector, $4 its dimension,
 # $6 model, $7 tags, $8-$11 edges, $12 entities, $13 whether to announce, $14 the
@@ -103,35 +142,21 @@ COMPLETE_NODE = f"""
 WITH node AS (
     UPDATE nodes SET tags = $5 WHERE id = $1 AND owner = $2 RETURNING ts, scope, seq
 ),
-vector AS (
-    INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)
-    SELECT $1, $2, $6, $4, $3 FROM node
-    ON CONFLICT (node_id) DO UPDATE SET
-        model = EXCLUDED.model, dim = EXCLUDED.dim, vector = EXCLUDED.vector
-),
-tags AS (
-    INSERT INTO graph_tags(owner, tag, ts, node_id, ntags)
-    SELECT $2, t, node.ts, $1, cardinality($7::text[]) FROM node, unnest($7::text[]) AS t
-    ON CONFLICT DO NOTHING
-),
-entities AS (
-    INSERT INTO graph_entities(owner, entity, ts, node_id, scope)
-    SELECT $2, e, node.ts, $1, node.scope FROM node, unnest($12::text[]) AS e
-    ON CONFLICT DO NOTHING
-),
-edges AS (
-    INSERT INTO graph_connections(owner, from_id, to_id, relation_type, strength, explanation)
-    SELECT $2, $1, e.to_id, e.relation, e.strength, e.explanation
-    FROM node, unnest($8::text[], $9::text[], $10::float8[], $11::text[])
-        AS e(to_id, relation, strength, explanation)
-    WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.to_id AND n.owner = $2)
-    ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET
-        strength = EXCLUDED.strength, explanation = EXCLUDED.explanation
-),
-announced AS (SELECT pg_notify($14, $2) FROM node WHERE $13),
-bumped AS ({BUMP_VERSION.format(changed="node")})
-SELECT seq, (SELECT node_version FROM bumped) FROM node, (SELECT count(*) FROM announced) AS a
-"""
+{
+    _beside_node(
+        vector="$3",
+        dim="$4",
+        model="$6",
+        tags="$7",
+        edges=("$8", "$9", "$10", "$11"),
+        entities="$12",
+        ts="node.ts",
+        scope="node.scope",
+        announce="$13",
+        channel="$14",
+        only_with_vector=False,
+    )
+}"""
 # The latest $3 postings of each tag of $2 (kind 0, with the node's tag count) and the
 # latest $6 of each entity of $4 at or before $5 (kind 1, by the entity's place in $4).
 _TAGS_AND_ENTITIES = """
