@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
-
-import pytest
 
 from core.memory.graph import GraphMemory
-from core.storage import MemoryNode, NodeType, SQLiteStorage
-
-
-@pytest.fixture
-async def storage(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[SQLiteStorage]:
-    """A SQLite storage in the test's folder; the test module's ``OWNERS`` already users."""
-    store = SQLiteStorage(tmp_path / "akira.db")
-    async with store:
-        for owner in getattr(request.module, "OWNERS", ()):
-            await store.users.ensure(owner)
-        yield store
+from core.storage import MemoryNode, NodeType
 
 
 async def store_lines(

@@ -5,12 +5,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.storage import SQLiteStorage
 from core.storage.postgres import PostgresStorage
 from core.storage.postgres.database import PgDatabase
 from core.storage.records import MemoryNode, NodeType
@@ -36,16 +34,6 @@ def turn(
         timestamp=T0 + timedelta(minutes=minutes),
         tags=list(tags),
     )
-
-
-@pytest.fixture
-async def storage(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[SQLiteStorage]:
-    """A real storage on a SQLite file, the test module's ``OWNERS`` already users."""
-    store = SQLiteStorage(tmp_path / "akira.db")
-    async with store:
-        for owner in getattr(request.module, "OWNERS", ()):
-            await store.users.ensure(owner)
-        yield store
 
 
 @pytest.fixture
