@@ -107,6 +107,21 @@ class QueryConfig:
     # chats (no probe there gathers): no probe moved at 0, 0.15 or 0.3; the rule is about
     # the question, not about where it was asked.
     spread: float | None = None
+    # A message that ends in a question naming what it asks about (at least
+    # ``names_words`` content words: "tô num restaurante, tem algo no cardápio que me faz
+    # mal?") asks for what it names; its thread priors count x ``named_threads``. An
+    # announced event of the last weeks is the likely referent of news that points back
+    # ("passei!", "foi lindo demais") or of a bare question ("Ficou melhor?", two words at
+    # most), not of a question that says what it is about. 1: off.
+    named_threads: float = 1.0
+    names_words: int = 3
+
+
+def names_its_subject(plan: QueryPlan, config: QueryConfig | None = None) -> bool:
+    """Whether the message ends in a question that names what it asks about (see
+    ``QueryConfig.named_threads``)."""
+    cfg = config or QueryConfig()
+    return plan.text.rstrip().endswith("?") and len(plan.words) >= cfg.names_words
 
 
 @dataclass(slots=True)
@@ -289,6 +304,8 @@ def thread_priors(
     if weight <= 0:
         return {}
 
+    # A question naming its subject asks for it, not for the open threads.
+    named = cfg.named_threads if names_its_subject(plan, cfg) else 1.0
     priors: dict[str, float] = {}
     for node in pool:
         i = index.get(node.id)
@@ -312,7 +329,7 @@ def thread_priors(
             score += 0.1
         if node.id in closed:
             score *= 0.6
-        priors[node.id] = cfg.prior_scale * weight * score
+        priors[node.id] = cfg.prior_scale * weight * score * named
     return priors
 
 
