@@ -112,9 +112,43 @@ class QueryConfig:
     # mal?") asks for what it names; its thread priors count x ``named_threads``. An
     # announced event of the last weeks is the likely referent of news that points back
     # ("passei!", "foi lindo demais") or of a bare question ("Ficou melhor?", two words at
-    # most), not of a question that says what it is about. 1: off.
-    named_threads: float = 1.0
+    # most), not of a question that says what it is about. 1: off. Chosen
+    # leave-one-person-out on the dev chats (docs/recall.md, session 8).
+    named_threads: float = 0.5
     names_words: int = 3
+    # A request to recall what the person told ("lembra que eu te falei que levanto de
+    # madrugada?", "remind me which day my lessons are on?"): the wrapper is left out of
+    # what is searched, the encoders then read the thing told rather than "remember",
+    # "tell" (which land on the person's lines about forgetting and reminders).
+    request_query: bool = True
+
+
+# Remember-what-I-told-you wrappers: a closed class of phrasings of both languages (the
+# verbs of remembering and telling in the forms that ask the listener to recall, and the
+# "... mesmo?" / "... again?" that end such a question).
+_REQUEST = re.compile(
+    r"\b(?:"
+    r"(?:voc[eê]\s+)?(?:se\s+)?lembra(?:\s+(?:que|quando|do|da|dos|das|de))?"
+    r"|(?:eu\s+)?(?:te|lhe)\s+(?:falei|contei|disse|mencionei)(?:\s+que)?"
+    r"|(?:do\s+you\s+)?remember(?:\s+(?:when|that|what))?"
+    r"|remind\s+me(?:\s+(?:of|about|what|when|that))?"
+    r"|(?:did|have)\s+i\s+(?:tell|told|say|said|mention|mentioned)(?:\s+(?:you|that))*"
+    r"|(?:that\s+|what\s+)?i\s+(?:told|said\s+to|mentioned\s+to)\s+you(?:\s+(?:about|that))?"
+    r"|mesmo(?=\s*\?)|again(?=\s*\?)"
+    r")\b",
+    re.IGNORECASE,
+)
+
+
+def recall_request(text: str) -> str | None:
+    """``text`` without its remember-what-I-told-you wrapper when it has one and says
+    something besides (a content word); None otherwise."""
+    stripped = _REQUEST.sub(" ", text)
+    if stripped == text:
+        return None
+    stripped = re.sub(r"\s+([,.!?])", r"\1", re.sub(r"\s+", " ", stripped))
+    stripped = re.sub(r",+(?=[?!.]|$)", "", stripped).strip(" ,")
+    return stripped if content_words(stripped) else None
 
 
 def names_its_subject(plan: QueryPlan, config: QueryConfig | None = None) -> bool:
@@ -133,6 +167,15 @@ class QueryPlan:
     windows: list[Span]
     weight: float  # 0..1, how much conversational context is blended in
     reasons: list[str] = field(default_factory=list)
+    # The message without its remember-what-I-told-you wrapper, when it is such a request
+    # (:func:`recall_request`); None otherwise.
+    request: str | None = None
+
+    def searched(self, config: QueryConfig | None = None) -> str:
+        """The text the search reads: the request without its wrapper when
+        ``QueryConfig.request_query``, else the message."""
+        cfg = config or QueryConfig()
+        return self.request if self.request is not None and cfg.request_query else self.text
 
 
 def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None) -> QueryPlan:
@@ -159,7 +202,11 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
     if windows:
         weight *= cfg.window_factor
         reasons.append("names a time: " + ", ".join(s.text for s in windows))
-    return QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons)
+    plan = QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons)
+    plan.request = recall_request(text)
+    if plan.request is not None:
+        reasons.append("recall request")
+    return plan
 
 
 # Gathering questions (``gathers``): the auxiliaries that end an English wh-phrase, words
