@@ -125,16 +125,21 @@ class QueryConfig:
 
 # Remember-what-I-told-you wrappers: a closed class of phrasings of both languages (the
 # verbs of remembering and telling in the forms that ask the listener to recall, and the
-# "... mesmo?" / "... again?" that end such a question).
+# "... mesmo?" / "... again?" that end such a question). "Remember"/"lembra" asks only
+# when it opens a clause or has "you" as its subject: "I can't remember the title" and
+# "ela não lembra de nada" tell, they do not ask.
+_OPENS = r"(?:^|(?<=[.!?,;:]\s)|(?<=[.!?,;:]))"
 _REQUEST = re.compile(
-    r"\b(?:"
-    r"(?:voc[eê]\s+)?(?:se\s+)?lembra(?:\s+(?:que|quando|do|da|dos|das|de))?"
-    r"|(?:eu\s+)?(?:te|lhe)\s+(?:falei|contei|disse|mencionei)(?:\s+que)?"
-    r"|(?:do\s+you\s+)?remember(?:\s+(?:when|that|what))?"
-    r"|remind\s+me(?:\s+(?:of|about|what|when|that))?"
-    r"|(?:did|have)\s+i\s+(?:tell|told|say|said|mention|mentioned)(?:\s+(?:you|that))*"
-    r"|(?:that\s+|what\s+)?i\s+(?:told|said\s+to|mentioned\s+to)\s+you(?:\s+(?:about|that))?"
-    r"|mesmo(?=\s*\?)|again(?=\s*\?)"
+    r"(?:"
+    rf"(?:{_OPENS}|\b(?:voc[eê]|vc|tu)\s+)(?:voc[eê]\s+|vc\s+|tu\s+)?(?:se\s+)?lembra"
+    r"(?:\s+(?:que|quando|do|da|dos|das|de))?"
+    r"|\b(?:eu\s+)?(?:te|lhe)\s+(?:falei|contei|disse|mencionei)(?:\s+que)?"
+    rf"|(?:{_OPENS}|\b(?:do\s+|did\s+)?you\s+)remember(?:\s+(?:when|that|what))?"
+    r"|\bremind\s+me(?:\s+(?:of|about|what|when|that))?"
+    r"|\b(?:did|have)\s+i\s+(?:tell|told|say|said|mention|mentioned)(?:\s+(?:you|that))*"
+    r"|\b(?:that\s+|what\s+)?i\s+(?:told|said\s+to|mentioned\s+to)\s+you"
+    r"(?:\s+(?:about|that))?"
+    r"|\b(?:mesmo|again)(?=\s*\?)"
     r")\b",
     re.IGNORECASE,
 )

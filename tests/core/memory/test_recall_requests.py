@@ -87,6 +87,10 @@ def test_the_wrapper_of_a_recall_request_is_left_out() -> None:
     assert recall_request("Ficou melhor?") is None
     assert recall_request("lembra?") is None
     assert recall_request("I remembered the keys this time") is None
+    # Remembering told, not asked for: another subject than the listener.
+    assert recall_request("can't even remember the title") is None
+    assert recall_request("ela não lembra de nada do que aconteceu?") is None
+    assert recall_request("vc lembra o nome do meu cachorro?") == "o nome do meu cachorro?"
 
 
 @pytest.mark.parametrize("named_threads", [1.0, None])  # off, the defaults
