@@ -529,7 +529,8 @@ class GraphMemory(ConversationMemory):
             return []
         cfg = self.config.query
         plan = plan_query(query, at, cfg)
-        vector = await self.batcher.embed_query(query)
+        searched = plan.searched(cfg)  # a recall request without its wrapper
+        vector = await self.batcher.embed_query(searched)
         # The excluded turns (the recall stage excludes what the prompt already shows)
         # are still context: they are left out of the results by the search, not here.
         pool = await self.storage.nodes.recent(owner, limit=cfg.pool, scopes=scopes, before=at)
@@ -544,13 +545,13 @@ class GraphMemory(ConversationMemory):
             and not n.content.rstrip().endswith("?")  # a question of theirs opened nothing
         ]
         context = np.mean(turns, axis=0) if turns else None
-        second = await self._second_query(query, cfg.second_weight)
+        second = await self._second_query(searched, cfg.second_weight)
         pool_second = (
             await self.graph.second_vectors(owner, second[0], [n.id for n in pool])
             if second is not None and cfg.second_anchor
             else {}
         )
-        tagged = set(self.tagger.tags(query, vector))  # once, not once a topic
+        tagged = set(self.tagger.tags(searched, vector))  # once, not once a topic
         priors = thread_priors(
             plan,
             vector,
@@ -569,7 +570,7 @@ class GraphMemory(ConversationMemory):
         recency = (cfg.follow_recency * plan.weight, cfg.recency_days * 86_400.0)
         return await self.searcher.search(
             owner,
-            query,
+            searched,
             search_vector,
             depth=depth,
             limit=limit,

@@ -107,6 +107,60 @@ class QueryConfig:
     # chats (no probe there gathers): no probe moved at 0, 0.15 or 0.3; the rule is about
     # the question, not about where it was asked.
     spread: float | None = None
+    # A message that ends in a question naming what it asks about (at least
+    # ``names_words`` content words: "tô num restaurante, tem algo no cardápio que me faz
+    # mal?") asks for what it names; its thread priors count x ``named_threads``. An
+    # announced event of the last weeks is the likely referent of news that points back
+    # ("passei!", "foi lindo demais") or of a bare question ("Ficou melhor?", two words at
+    # most), not of a question that says what it is about. 1: off. Chosen
+    # leave-one-person-out on the dev chats (docs/recall.md, session 8).
+    named_threads: float = 0.5
+    names_words: int = 3
+    # A request to recall what the person told ("lembra que eu te falei que levanto de
+    # madrugada?", "remind me which day my lessons are on?"): the wrapper is left out of
+    # what is searched, the encoders then read the thing told rather than "remember",
+    # "tell" (which land on the person's lines about forgetting and reminders).
+    request_query: bool = True
+
+
+# Remember-what-I-told-you wrappers: a closed class of phrasings of both languages (the
+# verbs of remembering and telling in the forms that ask the listener to recall, and the
+# "... mesmo?" / "... again?" that end such a question). "Remember"/"lembra" asks only
+# when it opens a clause or has "you" as its subject: "I can't remember the title" and
+# "ela não lembra de nada" tell, they do not ask.
+_OPENS = r"(?:^|(?<=[.!?,;:]\s)|(?<=[.!?,;:]))"
+_REQUEST = re.compile(
+    r"(?:"
+    rf"(?:{_OPENS}|\b(?:voc[eê]|vc|tu)\s+)(?:voc[eê]\s+|vc\s+|tu\s+)?(?:se\s+)?lembra"
+    r"(?:\s+(?:que|quando|do|da|dos|das|de))?"
+    r"|\b(?:eu\s+)?(?:te|lhe)\s+(?:falei|contei|disse|mencionei)(?:\s+que)?"
+    rf"|(?:{_OPENS}|\b(?:do\s+|did\s+)?you\s+)remember(?:\s+(?:when|that|what))?"
+    r"|\bremind\s+me(?:\s+(?:of|about|what|when|that))?"
+    r"|\b(?:did|have)\s+i\s+(?:tell|told|say|said|mention|mentioned)(?:\s+(?:you|that))*"
+    r"|\b(?:that\s+|what\s+)?i\s+(?:told|said\s+to|mentioned\s+to)\s+you"
+    r"(?:\s+(?:about|that))?"
+    r"|\b(?:mesmo|again)(?=\s*\?)"
+    r")\b",
+    re.IGNORECASE,
+)
+
+
+def recall_request(text: str) -> str | None:
+    """``text`` without its remember-what-I-told-you wrapper when it has one and says
+    something besides (a content word); None otherwise."""
+    stripped = _REQUEST.sub(" ", text)
+    if stripped == text:
+        return None
+    stripped = re.sub(r"\s+([,.!?])", r"\1", re.sub(r"\s+", " ", stripped))
+    stripped = re.sub(r",+(?=[?!.]|$)", "", stripped).strip(" ,")
+    return stripped if content_words(stripped) else None
+
+
+def names_its_subject(plan: QueryPlan, config: QueryConfig | None = None) -> bool:
+    """Whether the message ends in a question that names what it asks about (see
+    ``QueryConfig.named_threads``)."""
+    cfg = config or QueryConfig()
+    return plan.text.rstrip().endswith("?") and len(plan.words) >= cfg.names_words
 
 
 @dataclass(slots=True)
@@ -118,6 +172,15 @@ class QueryPlan:
     windows: list[Span]
     weight: float  # 0..1, how much conversational context is blended in
     reasons: list[str] = field(default_factory=list)
+    # The message without its remember-what-I-told-you wrapper, when it is such a request
+    # (:func:`recall_request`); None otherwise.
+    request: str | None = None
+
+    def searched(self, config: QueryConfig | None = None) -> str:
+        """The text the search reads: the request without its wrapper when
+        ``QueryConfig.request_query``, else the message."""
+        cfg = config or QueryConfig()
+        return self.request if self.request is not None and cfg.request_query else self.text
 
 
 def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None) -> QueryPlan:
@@ -144,7 +207,11 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
     if windows:
         weight *= cfg.window_factor
         reasons.append("names a time: " + ", ".join(s.text for s in windows))
-    return QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons)
+    plan = QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons)
+    plan.request = recall_request(text)
+    if plan.request is not None:
+        reasons.append("recall request")
+    return plan
 
 
 # Gathering questions (``gathers``): the auxiliaries that end an English wh-phrase, words
@@ -289,6 +356,8 @@ def thread_priors(
     if weight <= 0:
         return {}
 
+    # A question naming its subject asks for it, not for the open threads.
+    named = cfg.named_threads if names_its_subject(plan, cfg) else 1.0
     priors: dict[str, float] = {}
     for node in pool:
         i = index.get(node.id)
@@ -312,7 +381,7 @@ def thread_priors(
             score += 0.1
         if node.id in closed:
             score *= 0.6
-        priors[node.id] = cfg.prior_scale * weight * score
+        priors[node.id] = cfg.prior_scale * weight * score * named
     return priors
 
 
