@@ -337,9 +337,11 @@ class PgGraphStore(GraphStore):
             if first:
                 await conn.execute("DELETE FROM graph_embeddings WHERE model <> $1", model)
             if rows:
+                # Only a node of that owner gets one (no foreign key says so: schema 82).
                 await conn.executemany(
                     "INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)"
-                    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (node_id) DO UPDATE SET"
+                    " SELECT $1, $2, $3, $4, $5 FROM nodes WHERE id = $1 AND owner = $2"
+                    " ON CONFLICT (node_id) DO UPDATE SET"
                     " owner = EXCLUDED.owner, model = EXCLUDED.model, dim = EXCLUDED.dim,"
                     " vector = EXCLUDED.vector",
                     [(nid, owner, model, len(v), as_vector(v)) for nid, owner, v in rows],
