@@ -99,12 +99,14 @@ entities AS (
     ON CONFLICT DO NOTHING
 ),
 edges AS (
-    -- The target must be the same owner's node: never an edge across people.
+    -- The target must be the same owner's node: never an edge across people. Each
+    -- target's owner by its primary key (a subplan): a semi-join's generic plan read
+    -- every node of the owner's instead, growing with their history.
     INSERT INTO graph_connections(owner, from_id, to_id, relation_type, strength, explanation)
     SELECT $2, $1, e.to_id, e.relation, e.strength, e.explanation
     FROM node, unnest({targets}::text[], {relations}::text[], {strengths}::float8[],
         {explanations}::text[]) AS e(to_id, relation, strength, explanation)
-    WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.to_id AND n.owner = $2)
+    WHERE (SELECT n.owner FROM nodes n WHERE n.id = e.to_id) = $2
     ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET
         strength = EXCLUDED.strength, explanation = EXCLUDED.explanation
 ),
