@@ -41,6 +41,7 @@ from typing import TypeVar
 import asyncpg
 
 from core.storage.errors import StorageError
+from core.storage.postgres.changes import FREED
 from core.storage.postgres.database import LOCK_NAMESPACE, PgDatabase, translated
 from core.storage.postgres.pending import writes
 from core.storage.postgres.profiles import KEPT_COUNTERS
@@ -88,19 +89,27 @@ SELECT l.first, seen.*, CASE WHEN seen.counters_version IS DISTINCT FROM $6
     THEN akira_counters($1, {KEPT_COUNTERS}) END AS counters
 FROM l LEFT JOIN seen ON true
 """
-_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
+# A message that let an earlier one go first wakes it (it waits in another process).
+_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1), pg_notify('{FREED}', $2)"
 _FORGET = "DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2"
+# Forgets the arrival and lets go of the lock; when another message of the person is
+# registered (waiting, here or in another process), says so (delivered on commit).
+_FREED = (
+    f"freed AS (SELECT pg_notify('{FREED}', $1) WHERE EXISTS (SELECT 1 FROM person_arrivals"
+    " WHERE owner = $1 AND arrival <> $2))"
+)
 _DONE = (
-    "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
-    f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3)"
+    f"WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2), {_FREED}"
+    f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3), (SELECT count(*) FROM freed)"
 )
 # The same with the person's pending writes (core.storage.postgres.pending), written
 # before the lock is let go (the unlock reads what they wrote, so it runs after them).
 _DONE_WRITING = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2),"
-    f" {writes(4)} SELECT p.swapped, p.node_version, p.emotions, p.counters_version,"
-    f" pg_advisory_unlock({LOCK_NAMESPACE}, $3) AS unlocked"
-    " FROM (SELECT 1) AS one LEFT JOIN person p ON true, (SELECT count(*) FROM durable) AS d"
+    f" {writes(4)}, {_FREED} SELECT p.swapped, p.node_version, p.emotions,"
+    f" p.counters_version, pg_advisory_unlock({LOCK_NAMESPACE}, $3) AS unlocked"
+    " FROM (SELECT 1) AS one LEFT JOIN person p ON true, (SELECT count(*) FROM durable) AS d,"
+    " (SELECT count(*) FROM freed) AS f"
 )
 
 
@@ -233,6 +242,15 @@ class PersonLocks:
         self._arrivals = _Arrivals(db)
         self.waits = 0  # times another process was serving the person (observability)
         self.yielded = 0  # times an earlier message of the person was let go first
+        # Messages waiting for a person's lock here, woken when another process lets
+        # it go (PostgresStorage hands freed() the notifications).
+        self._freed: dict[str, asyncio.Event] = {}
+
+    def freed(self, owner: str) -> None:
+        """Another process let go of ``owner``'s lock with a message of theirs waiting."""
+        event = self._freed.pop(owner, None)
+        if event is not None:
+            event.set()
 
     @contextlib.asynccontextmanager
     async def serving(
@@ -260,12 +278,14 @@ class PersonLocks:
 
         async def let_go() -> None:
             nonlocal held
-            await session.fetchrow(_UNLOCK, key)
+            await session.fetchrow(_UNLOCK, key, owner)
             held = False
 
         pause = RETRY_S
         try:
             while True:
+                # Taken before trying: a release heard after the try still wakes it.
+                freed = self._freed.setdefault(owner, asyncio.Event())
                 row = await _to_the_end(try_first())
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
@@ -288,8 +308,11 @@ class PersonLocks:
                     await _to_the_end(let_go())
                 # Waiting by trying again, never on a pooled connection: waiters holding
                 # the pool would leave the holder none to finish with. Which waiter goes
-                # next is the arrivals' order, not the lock's queue.
-                await asyncio.sleep(pause)
+                # next is the arrivals' order, not the lock's queue. A release heard
+                # from the holder's process ends the pause at once.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(pause):
+                        await freed.wait()
                 pause = min(pause * 2, MAX_RETRY_S)
             yield
         finally:
