@@ -53,7 +53,10 @@ log = logging.getLogger(__name__)
 ARRIVAL_TTL_S = 60.0
 USER_ROW = ", ".join(f"users.{name}" for name in USER_COLUMN_NAMES)
 # How soon a waiting message tries the person's lock again, doubling up to the most.
-RETRY_S = 0.005
+# A release with a waiter registered wakes it (akira_person_freed): polling is what is
+# left when none comes (the holder's process was killed, a registration the release
+# did not see yet), so it need not start at a few milliseconds.
+RETRY_S = 0.02
 MAX_RETRY_S = 0.05
 _ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError)
 
@@ -235,6 +238,16 @@ class _Arrivals:
                     registered.set_exception(StorageError("the storage is closing"))
 
 
+class _Trying:
+    """Messages of one person trying their lock in this process, and what wakes them."""
+
+    __slots__ = ("freed", "messages")
+
+    def __init__(self) -> None:
+        self.freed = asyncio.Event()
+        self.messages = 0
+
+
 class PersonLocks:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
@@ -242,15 +255,16 @@ class PersonLocks:
         self._arrivals = _Arrivals(db)
         self.waits = 0  # times another process was serving the person (observability)
         self.yielded = 0  # times an earlier message of the person was let go first
-        # Messages waiting for a person's lock here, woken when another process lets
-        # it go (PostgresStorage hands freed() the notifications).
-        self._freed: dict[str, asyncio.Event] = {}
+        # The people with messages trying their lock here: woken when another process
+        # lets it go (PostgresStorage hands freed() the notifications).
+        self._trying: dict[str, _Trying] = {}
 
     def freed(self, owner: str) -> None:
         """Another process let go of ``owner``'s lock with a message of theirs waiting."""
-        event = self._freed.pop(owner, None)
-        if event is not None:
-            event.set()
+        trying = self._trying.get(owner)
+        if trying is not None:
+            trying.freed.set()
+            trying.freed = asyncio.Event()  # for the next wait
 
     @contextlib.asynccontextmanager
     async def serving(
@@ -282,10 +296,14 @@ class PersonLocks:
             held = False
 
         pause = RETRY_S
+        trying = self._trying.get(owner)
+        if trying is None:
+            trying = self._trying[owner] = _Trying()
+        trying.messages += 1
         try:
             while True:
                 # Taken before trying: a release heard after the try still wakes it.
-                freed = self._freed.setdefault(owner, asyncio.Event())
+                freed = trying.freed
                 row = await _to_the_end(try_first())
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
@@ -314,6 +332,14 @@ class PersonLocks:
                     async with asyncio.timeout(pause):
                         await freed.wait()
                 pause = min(pause * 2, MAX_RETRY_S)
+        except BaseException:
+            await self._done(session, owner, arrival, key, granted=granted, held=held)
+            raise
+        finally:
+            trying.messages -= 1
+            if trying.messages == 0:
+                self._trying.pop(owner, None)
+        try:
             yield
         finally:
             await self._done(session, owner, arrival, key, granted=granted, held=held)

@@ -121,3 +121,4 @@ async def test_a_release_wakes_the_message_waiting_in_another_process(
     served.release.set()
     await asyncio.wait_for(asyncio.gather(holder, waiter), 5)
     assert served.order == ["2", "3"]
+    assert first.locks._trying == {} and second.locks._trying == {}  # nothing left behind
