@@ -36,8 +36,10 @@ _READ = (
 # A person's counters are kept (and come with their lock, core.storage.postgres.locks)
 # when they have at most this many; others are read each time, as before.
 KEPT_COUNTERS = 2000
-# People whose counters are kept, the least recently served dropped first.
-MAX_KEPT_COUNTERS = 4096
+# What is kept at most, the least recently served person dropped first: people, and
+# counters across them (a counter kept costs ~250 bytes).
+MAX_KEPT_PEOPLE = 10_000
+MAX_KEPT_ROWS = 200_000
 
 Sums = list[float]  # weight, total, first and last time (epoch seconds) of a counter
 
@@ -52,6 +54,10 @@ class _Kept:
         self.version = version
         self.counters = counters
         self.grant: int | None = None
+
+    @property
+    def rows(self) -> int:
+        return 0 if self.counters is None else len(self.counters)
 
 
 def _plus(
@@ -101,6 +107,7 @@ class PgProfileStore(ProfileStore):
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._kept_rows = 0
         db.counters_kept = self._kept_version
         db.counters_granted = self._granted
         db.pending_hooks.append(self._pending_written)
@@ -112,33 +119,44 @@ class PgProfileStore(ProfileStore):
     def _granted(self, owner: str, version: int, counters: str | None) -> None:
         """``owner``'s lock was granted at counters version ``version``, with their
         counters (JSON) when the version kept here was another."""
-        kept = self._kept.pop(owner, None)
+        kept = self._drop(owner)
         if counters is not None:
             rows = json.loads(counters)
             kept = _Kept(version, {(r[0], r[1]): [float(x) for x in r[2:6]] for r in rows})
         elif kept is None or kept.version != version:
             kept = _Kept(version, None)  # more than KEPT_COUNTERS
         kept.grant = self.db.grant.get(owner)
+        self._keep(owner, kept)
+
+    def _keep(self, owner: str, kept: _Kept) -> None:
         self._kept[owner] = kept
-        if len(self._kept) > MAX_KEPT_COUNTERS:
-            self._kept.popitem(last=False)
+        self._kept_rows += kept.rows
+        while (len(self._kept) > MAX_KEPT_PEOPLE or self._kept_rows > MAX_KEPT_ROWS) and len(
+            self._kept
+        ) > 1:
+            _, dropped = self._kept.popitem(last=False)
+            self._kept_rows -= dropped.rows
+
+    def _drop(self, owner: str) -> _Kept | None:
+        kept = self._kept.pop(owner, None)
+        if kept is not None:
+            self._kept_rows -= kept.rows
+        return kept
 
     def _moved(
         self, owner: str, version: int | None, added: Mapping[tuple[str, str], Sums]
     ) -> None:
         """This process added ``added`` to ``owner``'s counters, moving their version to
         ``version`` (None: not stored, or no such person)."""
-        kept = self._kept.get(owner)
-        if kept is None:
-            return
-        if version is None or kept.version != version - 1:
-            del self._kept[owner]  # another addition came between: read them again
-            return
+        kept = self._drop(owner)
+        if kept is None or version is None or kept.version != version - 1:
+            return  # another addition came between: read them again
         kept.version = version
         if kept.counters is not None:
             kept.counters = _plus(kept.counters, added)
             if len(kept.counters) > KEPT_COUNTERS:
                 kept.counters = None
+        self._keep(owner, kept)
 
     async def _pending_written(
         self, owner: str, pending: PendingWrites, row: Mapping[str, Any] | None
@@ -163,8 +181,9 @@ class PgProfileStore(ProfileStore):
     def drop_cached(self, owner: str | None) -> None:
         if owner is None:
             self._kept.clear()
+            self._kept_rows = 0
         else:
-            self._kept.pop(owner, None)
+            self._drop(owner)
 
     async def counters(
         self, owner: str, kind: str | None = None, *, min_tag_total: float = 0.0

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from core.storage.postgres import PostgresStorage
+import pytest
+
+from core.storage.postgres import PostgresStorage, profiles
 from core.storage.profile_records import ProfileCount
 from core.storage.records import MemoryNode, NodeType
 from tests.core.storage.conftest import statements_sent
@@ -104,3 +106,23 @@ async def test_counters_of_a_person_served_ride_on_the_release_and_are_kept(
         with statements_sent(first.db) as statements:
             totals = [(c.name, c.total) for c in await first.profiles.counters(A)]
         assert statements == [] and totals == [("food", 1.0), ("work", 4.0)]
+
+
+async def test_the_counters_kept_are_bounded_the_least_recently_served_dropped_first(
+    two_processes: tuple[PostgresStorage, PostgresStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, _ = two_processes
+    monkeypatch.setattr(profiles, "MAX_KEPT_ROWS", 2)
+    b = "telegram:2"
+    await first.users.ensure(b)
+    for owner in (A, b):
+        await first.profiles.add(owner, [ProfileCount("topic", t, 1.0, 1.0, T0) for t in "xy"])
+    for minutes, owner in enumerate((A, b)):
+        async with first.serving(owner, sent_at=T0 + timedelta(minutes=minutes)):
+            assert len(await first.profiles.counters(owner)) == 2
+    # Two counters each, two at most: only the person served last is kept.
+    assert list(first.profiles._kept) == [b] and first.profiles._kept_rows == 2
+    async with first.serving(A, sent_at=T0 + timedelta(minutes=5)):
+        with statements_sent(first.db) as statements:
+            assert [c.name for c in await first.profiles.counters(A)] == ["x", "y"]
+        assert statements == []  # they came with the lock again
