@@ -111,7 +111,7 @@ _DONE_WRITING = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2),"
     f" {writes(4)}, {_FREED} SELECT p.swapped, p.node_version, p.emotions,"
     f" p.counters_version, pg_advisory_unlock({LOCK_NAMESPACE}, $3) AS unlocked"
-    " FROM (SELECT 1) AS one LEFT JOIN person p ON true, (SELECT count(*) FROM durable) AS d,"
+    " FROM (SELECT 1) AS one LEFT JOIN person p ON true,"
     " (SELECT count(*) FROM freed) AS f"
 )
 
