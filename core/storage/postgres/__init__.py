@@ -54,7 +54,6 @@ class PostgresStorage:
         self.register(self.feedback, FEEDBACK_MIGRATIONS)
         self.changes = OwnerChanges(self.db)
         self.locks = PersonLocks(self.db)
-        self.changes.freed = self.locks.freed
         self._change_listeners: list[Callable[[str], None]] = []
 
     def __repr__(self) -> str:  # never the DSN

@@ -17,7 +17,6 @@ at insert and commits in any order, so "rows after the last seen" could skip one
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import asyncpg
 
@@ -28,9 +27,6 @@ from core.storage.records import EVERY_OWNER
 log = logging.getLogger(__name__)
 
 CHANNEL = "akira_owner_changes"
-# A person's lock let go while another message of theirs waits for it (core.storage.
-# postgres.locks): that message tries again at once instead of at its next poll.
-FREED = "akira_person_freed"
 # Owners noted between two catch-ups, at most; past that everyone's caches are dropped.
 MAX_PENDING = 512
 
@@ -49,13 +45,10 @@ class OwnerChanges:
         self._conn: asyncpg.Connection | None = None
         self._pending: dict[str, None] = {}
         self._missed = False
-        # Told the person whose lock another process let go (the locks' waiters).
-        self.freed: Callable[[str], None] = lambda owner: None
 
     async def start(self) -> None:
         conn = await self.db.connect()
         await conn.add_listener(CHANNEL, self._heard)
-        await conn.add_listener(FREED, self._freed)
         conn.add_termination_listener(self._lost)
         self._conn = conn
 
@@ -64,9 +57,6 @@ class OwnerChanges:
             self._missed = True
         else:
             self._pending[owner] = None
-
-    def _freed(self, conn: object, pid: int, channel: str, owner: str) -> None:
-        self.freed(owner)
 
     def _lost(self, conn: object) -> None:
         self._missed = True

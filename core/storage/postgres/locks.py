@@ -41,7 +41,6 @@ from typing import TypeVar
 import asyncpg
 
 from core.storage.errors import StorageError
-from core.storage.postgres.changes import FREED
 from core.storage.postgres.database import LOCK_NAMESPACE, PgDatabase, translated
 from core.storage.postgres.pending import writes
 from core.storage.postgres.profiles import KEPT_COUNTERS
@@ -53,10 +52,7 @@ log = logging.getLogger(__name__)
 ARRIVAL_TTL_S = 60.0
 USER_ROW = ", ".join(f"users.{name}" for name in USER_COLUMN_NAMES)
 # How soon a waiting message tries the person's lock again, doubling up to the most.
-# A release with a waiter registered wakes it (akira_person_freed): polling is what is
-# left when none comes (the holder's process was killed, a registration the release
-# did not see yet), so it need not start at a few milliseconds.
-RETRY_S = 0.02
+RETRY_S = 0.005
 MAX_RETRY_S = 0.05
 _ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError)
 
@@ -92,27 +88,19 @@ SELECT l.first, seen.*, CASE WHEN seen.counters_version IS DISTINCT FROM $6
     THEN akira_counters($1, {KEPT_COUNTERS}) END AS counters
 FROM l LEFT JOIN seen ON true
 """
-# A message that let an earlier one go first wakes it (it waits in another process).
-_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1), pg_notify('{FREED}', $2)"
+_UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
 _FORGET = "DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2"
-# Forgets the arrival and lets go of the lock; when another message of the person is
-# registered (waiting, here or in another process), says so (delivered on commit).
-_FREED = (
-    f"freed AS (SELECT pg_notify('{FREED}', $1) WHERE EXISTS (SELECT 1 FROM person_arrivals"
-    " WHERE owner = $1 AND arrival <> $2))"
-)
 _DONE = (
-    f"WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2), {_FREED}"
-    f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3), (SELECT count(*) FROM freed)"
+    "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
+    f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3)"
 )
 # The same with the person's pending writes (core.storage.postgres.pending), written
 # before the lock is let go (the unlock reads what they wrote, so it runs after them).
 _DONE_WRITING = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2),"
-    f" {writes(4)}, {_FREED} SELECT p.swapped, p.node_version, p.emotions,"
-    f" p.counters_version, pg_advisory_unlock({LOCK_NAMESPACE}, $3) AS unlocked"
-    " FROM (SELECT 1) AS one LEFT JOIN person p ON true,"
-    " (SELECT count(*) FROM freed) AS f"
+    f" {writes(4)} SELECT p.swapped, p.node_version, p.emotions, p.counters_version,"
+    f" pg_advisory_unlock({LOCK_NAMESPACE}, $3) AS unlocked"
+    " FROM (SELECT 1) AS one LEFT JOIN person p ON true"
 )
 
 
@@ -238,16 +226,6 @@ class _Arrivals:
                     registered.set_exception(StorageError("the storage is closing"))
 
 
-class _Trying:
-    """Messages of one person trying their lock in this process, and what wakes them."""
-
-    __slots__ = ("freed", "messages")
-
-    def __init__(self) -> None:
-        self.freed = asyncio.Event()
-        self.messages = 0
-
-
 class PersonLocks:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
@@ -255,16 +233,6 @@ class PersonLocks:
         self._arrivals = _Arrivals(db)
         self.waits = 0  # times another process was serving the person (observability)
         self.yielded = 0  # times an earlier message of the person was let go first
-        # The people with messages trying their lock here: woken when another process
-        # lets it go (PostgresStorage hands freed() the notifications).
-        self._trying: dict[str, _Trying] = {}
-
-    def freed(self, owner: str) -> None:
-        """Another process let go of ``owner``'s lock with a message of theirs waiting."""
-        trying = self._trying.get(owner)
-        if trying is not None:
-            trying.freed.set()
-            trying.freed = asyncio.Event()  # for the next wait
 
     @contextlib.asynccontextmanager
     async def serving(
@@ -292,18 +260,12 @@ class PersonLocks:
 
         async def let_go() -> None:
             nonlocal held
-            await session.fetchrow(_UNLOCK, key, owner)
+            await session.fetchrow(_UNLOCK, key)
             held = False
 
         pause = RETRY_S
-        trying = self._trying.get(owner)
-        if trying is None:
-            trying = self._trying[owner] = _Trying()
-        trying.messages += 1
         try:
             while True:
-                # Taken before trying: a release heard after the try still wakes it.
-                freed = trying.freed
                 row = await _to_the_end(try_first())
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
@@ -326,20 +288,9 @@ class PersonLocks:
                     await _to_the_end(let_go())
                 # Waiting by trying again, never on a pooled connection: waiters holding
                 # the pool would leave the holder none to finish with. Which waiter goes
-                # next is the arrivals' order, not the lock's queue. A release heard
-                # from the holder's process ends the pause at once.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(pause):
-                        await freed.wait()
+                # next is the arrivals' order, not the lock's queue.
+                await asyncio.sleep(pause)
                 pause = min(pause * 2, MAX_RETRY_S)
-        except BaseException:
-            await self._done(session, owner, arrival, key, granted=granted, held=held)
-            raise
-        finally:
-            trying.messages -= 1
-            if trying.messages == 0:
-                self._trying.pop(owner, None)
-        try:
             yield
         finally:
             await self._done(session, owner, arrival, key, granted=granted, held=held)

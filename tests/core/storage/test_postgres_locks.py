@@ -7,9 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
-from core.storage.postgres import PostgresStorage, locks
+from core.storage.postgres import PostgresStorage
 
 A = "telegram:1"
 OWNERS = [A]
@@ -104,21 +102,3 @@ async def test_a_waiter_given_up_does_not_let_go_of_the_holders_lock(
     served.release.set()
     await asyncio.wait_for(asyncio.gather(holder, earlier), timeout=10)
     assert served.order == ["2", "1"]
-
-
-async def test_a_release_wakes_the_message_waiting_in_another_process(
-    two_processes: tuple[PostgresStorage, PostgresStorage], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    first, second = two_processes
-    # Polls 10 s apart: only the release's notification can serve the waiter sooner.
-    monkeypatch.setattr(locks, "RETRY_S", 10.0)
-    monkeypatch.setattr(locks, "MAX_RETRY_S", 10.0)
-    served = Served()
-    holder = await served.hold(first)
-    waiter = asyncio.create_task(served.serve(second, "3", 3))
-    await asyncio.sleep(0.2)
-    assert served.order == ["2"] and second.locks.waits >= 1
-    served.release.set()
-    await asyncio.wait_for(asyncio.gather(holder, waiter), 5)
-    assert served.order == ["2", "3"]
-    assert first.locks._trying == {} and second.locks._trying == {}  # nothing left behind
