@@ -269,6 +269,13 @@ class PgDatabase:
             Callable[[str, PendingWrites, Mapping[str, Any] | None], Awaitable[None]]
         ] = []
 
+        # The learned profile's counters a process keeps of the people it serves
+        # (core.storage.postgres.profiles): the version they are kept at (-1: none), for
+        # the lock's statement, and what that statement found when granted (the
+        # person's counters version, and their counters as JSON when it differed).
+        self.counters_kept: Callable[[str], int] = lambda owner: -1
+        self.counters_granted: Callable[[str, int, str | None], None] = lambda *granted: None
+
     def __repr__(self) -> str:  # never the DSN
         return f"PgDatabase(open={self._pool is not None})"
 

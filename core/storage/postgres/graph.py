@@ -99,12 +99,14 @@ entities AS (
     ON CONFLICT DO NOTHING
 ),
 edges AS (
-    -- The target must be the same owner's node: never an edge across people.
+    -- The target must be the same owner's node: never an edge across people. Each
+    -- target's owner by its primary key (a subplan): a semi-join's generic plan read
+    -- every node of the owner's instead, growing with their history.
     INSERT INTO graph_connections(owner, from_id, to_id, relation_type, strength, explanation)
     SELECT $2, $1, e.to_id, e.relation, e.strength, e.explanation
     FROM node, unnest({targets}::text[], {relations}::text[], {strengths}::float8[],
         {explanations}::text[]) AS e(to_id, relation, strength, explanation)
-    WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.to_id AND n.owner = $2)
+    WHERE (SELECT n.owner FROM nodes n WHERE n.id = e.to_id) = $2
     ON CONFLICT (owner, from_id, to_id, relation_type) DO UPDATE SET
         strength = EXCLUDED.strength, explanation = EXCLUDED.explanation
 ),
@@ -337,9 +339,11 @@ class PgGraphStore(GraphStore):
             if first:
                 await conn.execute("DELETE FROM graph_embeddings WHERE model <> $1", model)
             if rows:
+                # Only a node of that owner gets one (no foreign key says so: schema 82).
                 await conn.executemany(
                     "INSERT INTO graph_embeddings(node_id, owner, model, dim, vector)"
-                    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (node_id) DO UPDATE SET"
+                    " SELECT $1, $2, $3, $4, $5 FROM nodes WHERE id = $1 AND owner = $2"
+                    " ON CONFLICT (node_id) DO UPDATE SET"
                     " owner = EXCLUDED.owner, model = EXCLUDED.model, dim = EXCLUDED.dim,"
                     " vector = EXCLUDED.vector",
                     [(nid, owner, model, len(v), as_vector(v)) for nid, owner, v in rows],

@@ -43,6 +43,7 @@ import asyncpg
 from core.storage.errors import StorageError
 from core.storage.postgres.database import LOCK_NAMESPACE, PgDatabase, translated
 from core.storage.postgres.pending import writes
+from core.storage.postgres.profiles import KEPT_COUNTERS
 from core.storage.records import USER_COLUMN_NAMES, to_ts
 
 T = TypeVar("T")
@@ -67,7 +68,10 @@ _ARRIVE = (
 # row comes back with it, node version included: an UPDATE acts on the row's latest
 # committed version, whatever the statement's snapshot, so it holds what the previous
 # holder of the lock committed (core.storage.postgres.users.ensure takes the row from
-# here instead of asking again).
+# here instead of asking again). The person's learned-profile counters come too when
+# their counters version is not the one this process keeps them at (``$6``; -1: none
+# kept), read by a VOLATILE function with a snapshot taken after that UPDATE
+# (core.storage.postgres.profiles).
 _TRY_FIRST = f"""
 WITH l AS (
     SELECT CASE WHEN pg_try_advisory_lock({LOCK_NAMESPACE}, $5) THEN NOT EXISTS (
@@ -78,8 +82,11 @@ WITH l AS (
     END AS first OFFSET 0),
 seen AS (
     UPDATE users SET last_seen_at = GREATEST(users.last_seen_at, $2) FROM l
-    WHERE l.first AND users.key = $1 RETURNING users.node_version, {USER_ROW})
-SELECT l.first, seen.* FROM l LEFT JOIN seen ON true
+    WHERE l.first AND users.key = $1
+    RETURNING users.node_version, users.counters_version, {USER_ROW})
+SELECT l.first, seen.*, CASE WHEN seen.counters_version IS DISTINCT FROM $6
+    THEN akira_counters($1, {KEPT_COUNTERS}) END AS counters
+FROM l LEFT JOIN seen ON true
 """
 _UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
 _FORGET = "DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2"
@@ -91,7 +98,7 @@ _DONE = (
 # before the lock is let go (the unlock reads what they wrote, so it runs after them).
 _DONE_WRITING = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2),"
-    f" {writes(4)} SELECT p.swapped, p.node_version, p.emotions,"
+    f" {writes(4)} SELECT p.swapped, p.node_version, p.emotions, p.counters_version,"
     f" pg_advisory_unlock({LOCK_NAMESPACE}, $3) AS unlocked"
     " FROM (SELECT 1) AS one LEFT JOIN person p ON true"
 )
@@ -246,7 +253,8 @@ class PersonLocks:
 
         async def try_first() -> asyncpg.Record:
             nonlocal held
-            row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key)
+            kept = self.db.counters_kept(owner)
+            row = await session.fetchrow(_TRY_FIRST, owner, when, number, arrival, key, kept)
             held = row[0] is not None
             return row
 
@@ -265,6 +273,9 @@ class PersonLocks:
                     granted = True
                     if first and row["key"] is not None:
                         self.db.served(owner, int(row["node_version"]), user=row)
+                        self.db.counters_granted(
+                            owner, int(row["counters_version"]), row["counters"]
+                        )
                     else:
                         self.db.served(owner, None)
                     break

@@ -3,113 +3,216 @@
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.storage.api import ProfileStore
 from core.storage.postgres.database import PgDatabase, affected
-from core.storage.profile_records import (
-    NodeIndexEntry,
-    ProfileCount,
-    ProfileCounter,
-    counter_from_row,
-)
+from core.storage.postgres.pending import PendingWrites, counters_added
+from core.storage.profile_records import NodeIndexEntry, ProfileCount, ProfileCounter
+from core.storage.records import from_ts
 
-# Adds, never replaces: the row lock the UPSERT takes orders concurrent additions, and
-# each adds to what the other committed. One statement for all of a message's counters
-# (one round trip), in key order so two transactions lock shared rows in the same order.
+# A direct addition (the person's lock is not held here: an import, a message learned
+# from after its lock was let go): the counters, then the person's counters version
+# moved by one in the same statement (their rows locked before the user row, as on the
+# release, core.storage.postgres.pending), returned.
 _ADD = (
-    "INSERT INTO profile_counters(owner, kind, name, weight, total, first_at, last_at)"
-    " SELECT $1, kind, name, weight, total, first_at, last_at FROM unnest("
-    "  $2::text[], $3::text[], $4::float8[], $5::float8[], $6::float8[], $7::float8[]"
-    " ) AS added(kind, name, weight, total, first_at, last_at) ORDER BY kind, name"
-    " ON CONFLICT (owner, kind, name) DO UPDATE SET"
-    "  weight = profile_counters.weight + EXCLUDED.weight,"
-    "  total = profile_counters.total + EXCLUDED.total,"
-    "  first_at = LEAST(profile_counters.first_at, EXCLUDED.first_at),"
-    "  last_at = GREATEST(profile_counters.last_at, EXCLUDED.last_at)"
+    f"WITH added AS ({counters_added('$2', '$3', '$4', '$5', '$6', '$7')} RETURNING 1),"
+    " bumped AS (UPDATE users SET counters_version = users.counters_version"
+    " + (SELECT least(count(*), 1) FROM added) WHERE key = $1 RETURNING counters_version)"
+    " SELECT (SELECT counters_version FROM bumped)"
 )
-
-# The addition, then the owner's counters as it left them (one round trip): the prompt's
-# "about" section reads them next. Rows it did not touch are the statement's snapshot,
-# as a read just before would have seen them.
-_ADD_AND_READ = (
-    f"WITH added AS ({_ADD} RETURNING kind, name, weight, total, first_at, last_at)"
-    " SELECT kind, name, weight, total, first_at, last_at FROM added"
-    " UNION ALL SELECT c.kind, c.name, c.weight, c.total, c.first_at, c.last_at"
-    " FROM profile_counters c WHERE c.owner = $1"
-    " AND NOT EXISTS (SELECT 1 FROM added a WHERE a.kind = c.kind AND a.name = c.name)"
-    " ORDER BY kind, name"
+# The owner's counters (of kind $2, if given; keyword tags counted at least $3 times,
+# and those named in $4 whatever their count: this process adds to them before they
+# are stored), by kind then name as SQLite and Python order them.
+_READ = (
+    "SELECT kind, name, weight, total, first_at, last_at FROM profile_counters"
+    " WHERE owner = $1 AND ($2::text IS NULL OR kind = $2)"
+    " AND (kind <> 'tag' OR total >= $3 OR name = ANY($4::text[]))"
+    ' ORDER BY kind COLLATE "C", name COLLATE "C"'
 )
-# People whose counters, as their latest addition left them, are kept for the next read.
-MAX_KEPT_COUNTERS = 1024
+# A person's counters are kept (and come with their lock, core.storage.postgres.locks)
+# when they have at most this many; others are read each time, as before.
+KEPT_COUNTERS = 2000
+# What is kept at most, the least recently served person dropped first: people, and
+# counters across them (a counter kept costs ~250 bytes).
+MAX_KEPT_PEOPLE = 10_000
+MAX_KEPT_ROWS = 200_000
+
+Sums = list[float]  # weight, total, first and last time (epoch seconds) of a counter
 
 
-def _summed(rows: list[tuple[str, str, str, float, float, float, float]]) -> list[list[Any]]:
-    """One row per counter (an UPSERT may not touch a row twice), as the statement's
-    columns: kinds, names, weights, totals, first and last times."""
-    by_key: dict[tuple[str, str], list[Any]] = {}
-    for _owner, kind, name, weight, total, first, last in rows:
-        seen = by_key.get((kind, name))
+class _Kept:
+    """A person's counters as stored at their counters version (None: more than
+    KEPT_COUNTERS of them), and the grant of their lock that found them current."""
+
+    __slots__ = ("counters", "grant", "version")
+
+    def __init__(self, version: int, counters: dict[tuple[str, str], Sums] | None) -> None:
+        self.version = version
+        self.counters = counters
+        self.grant: int | None = None
+
+    @property
+    def rows(self) -> int:
+        return 0 if self.counters is None else len(self.counters)
+
+
+def _plus(
+    base: Mapping[tuple[str, str], Sums], added: Mapping[tuple[str, str], Sums]
+) -> dict[tuple[str, str], Sums]:
+    """``base`` with ``added`` added, as the statement adds (the same float operations)."""
+    out = {key: list(sums) for key, sums in base.items()}
+    for key, (weight, total, first, last) in added.items():
+        seen = out.get(key)
         if seen is None:
-            by_key[(kind, name)] = [kind, name, weight, total, first, last]
+            out[key] = [weight, total, first, last]
         else:
-            seen[2] += weight
-            seen[3] += total
-            seen[4], seen[5] = min(seen[4], first), max(seen[5], last)
-    return [list(column) for column in zip(*by_key.values(), strict=True)]
+            seen[0] += weight
+            seen[1] += total
+            seen[2], seen[3] = min(seen[2], first), max(seen[3], last)
+    return out
+
+
+def _summed(counts: Sequence[ProfileCount]) -> dict[tuple[str, str], Sums]:
+    """One addition per counter (an UPSERT may not touch a row twice)."""
+    summed = PendingWrites()
+    for count in counts:
+        _owner, kind, name, weight, total, first, last = count.row("")
+        summed.count(kind, name, weight, total, first, last)
+    return summed.counters
+
+
+def _columns(added: Mapping[tuple[str, str], Sums]) -> list[list[Any]]:
+    """The statement's columns, in key order: kinds, names, weights, totals, firsts, lasts."""
+    keys = sorted(added)
+    return [
+        [kind for kind, _ in keys],
+        [name for _, name in keys],
+        *([added[key][i] for key in keys] for i in range(4)),
+    ]
 
 
 class PgProfileStore(ProfileStore):
+    """The counters of a person this process serves are kept at their counters version
+    (``users.counters_version``, moved by every addition in its own statement), and
+    checked by the lock's statement, which brings them when they moved. While the
+    process holds the person's lock, additions wait for its release and ride on it
+    (core.storage.postgres.pending, with the emotional state), and a read is the kept
+    counters plus those additions: no statement of their own. An import elsewhere adding
+    meanwhile is seen by the next message, as if the read came before it."""
+
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
-        # The counters of a person this process serves as its addition returned them,
-        # with the grant of their lock it was made under: taken by the next read under
-        # that grant (once: a later read asks again). An import elsewhere adding in
-        # between is seen by the next message, as if the read came before it.
-        self._added: OrderedDict[str, tuple[int, list[ProfileCounter]]] = OrderedDict()
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._kept_rows = 0
+        db.counters_kept = self._kept_version
+        db.counters_granted = self._granted
+        db.pending_hooks.append(self._pending_written)
+
+    def _kept_version(self, owner: str) -> int:
+        kept = self._kept.get(owner)
+        return -1 if kept is None else kept.version
+
+    def _granted(self, owner: str, version: int, counters: str | None) -> None:
+        """``owner``'s lock was granted at counters version ``version``, with their
+        counters (JSON) when the version kept here was another."""
+        kept = self._drop(owner)
+        if counters is not None:
+            rows = json.loads(counters)
+            kept = _Kept(version, {(r[0], r[1]): [float(x) for x in r[2:6]] for r in rows})
+        elif kept is None or kept.version != version:
+            kept = _Kept(version, None)  # more than KEPT_COUNTERS
+        kept.grant = self.db.grant.get(owner)
+        self._keep(owner, kept)
+
+    def _keep(self, owner: str, kept: _Kept) -> None:
+        self._kept[owner] = kept
+        self._kept_rows += kept.rows
+        while (len(self._kept) > MAX_KEPT_PEOPLE or self._kept_rows > MAX_KEPT_ROWS) and len(
+            self._kept
+        ) > 1:
+            _, dropped = self._kept.popitem(last=False)
+            self._kept_rows -= dropped.rows
+
+    def _drop(self, owner: str) -> _Kept | None:
+        kept = self._kept.pop(owner, None)
+        if kept is not None:
+            self._kept_rows -= kept.rows
+        return kept
+
+    def _moved(
+        self, owner: str, version: int | None, added: Mapping[tuple[str, str], Sums]
+    ) -> None:
+        """This process added ``added`` to ``owner``'s counters, moving their version to
+        ``version`` (None: not stored, or no such person)."""
+        kept = self._drop(owner)
+        if kept is None or version is None or kept.version != version - 1:
+            return  # another addition came between: read them again
+        kept.version = version
+        if kept.counters is not None:
+            kept.counters = _plus(kept.counters, added)
+            if len(kept.counters) > KEPT_COUNTERS:
+                kept.counters = None
+        self._keep(owner, kept)
+
+    async def _pending_written(
+        self, owner: str, pending: PendingWrites, row: Mapping[str, Any] | None
+    ) -> None:
+        if pending.counters:
+            version = None if row is None else row["counters_version"]
+            self._moved(owner, None if version is None else int(version), pending.counters)
 
     async def add(self, owner: str, counts: Sequence[ProfileCount]) -> None:
-        if counts:
-            columns = _summed([c.row(owner) for c in counts])
-            grant = self.db.grant.get(owner)
-            self._added.pop(owner, None)
-            if grant is None:
-                await self.db.execute(_ADD, owner, *columns)
-                return
-            rows = await self.db.fetch(_ADD_AND_READ, owner, *columns)
-            self._added[owner] = (grant, [counter_from_row(row) for row in rows])
-            if len(self._added) > MAX_KEPT_COUNTERS:
-                self._added.popitem(last=False)
+        if not counts:
+            return
+        if self.db.defers(owner):
+            pending = self.db.pending_for(owner)
+            for count in counts:
+                _owner, kind, name, weight, total, first, last = count.row(owner)
+                pending.count(kind, name, weight, total, first, last)
+            return
+        added = _summed(counts)
+        version = await self.db.fetchval(_ADD, owner, *_columns(added))
+        self._moved(owner, None if version is None else int(version), added)
 
     def drop_cached(self, owner: str | None) -> None:
         if owner is None:
-            self._added.clear()
+            self._kept.clear()
+            self._kept_rows = 0
         else:
-            self._added.pop(owner, None)
+            self._drop(owner)
 
     async def counters(
         self, owner: str, kind: str | None = None, *, min_tag_total: float = 0.0
     ) -> list[ProfileCounter]:
-        added = self._added.pop(owner, None)
-        if added is not None and added[0] == self.db.grant.get(owner):
-            return [
-                c
-                for c in added[1]
-                if (kind is None or c.kind == kind)
-                and (c.kind != "tag" or c.total >= min_tag_total)
-            ]
-        rows = await self.db.fetch(
-            "SELECT kind, name, weight, total, first_at, last_at FROM profile_counters"
-            " WHERE owner = $1 AND ($2::text IS NULL OR kind = $2)"
-            " AND (kind <> 'tag' OR total >= $3)"
-            " ORDER BY kind, name",
-            owner,
-            kind,
-            min_tag_total,
-        )
-        return [counter_from_row(row) for row in rows]
+        pending = self.db.pending.get(owner)
+        added = pending.counters if pending is not None else {}
+        kept = self._kept.get(owner)
+        base: Mapping[tuple[str, str], Sums]
+        if (
+            kept is not None
+            and kept.counters is not None
+            and self.db.defers(owner)
+            and kept.grant == self.db.grant.get(owner)
+        ):
+            self._kept.move_to_end(owner)
+            base = kept.counters
+        else:
+            rows = await self.db.fetch(
+                _READ, owner, kind, min_tag_total, [n for k, n in added if k == "tag"]
+            )
+            base = {
+                (r[0], r[1]): [float(r[2]), float(r[3]), float(r[4]), float(r[5])] for r in rows
+            }
+        found = _plus(base, added) if added else base
+        return [
+            ProfileCounter(k, n, w, t, from_ts(first), from_ts(last))
+            for (k, n), (w, t, first, last) in sorted(found.items())
+            if (kind is None or k == kind) and (k != "tag" or t >= min_tag_total)
+        ]
 
     async def node_index(self, owner: str) -> list[NodeIndexEntry]:
         rows = await self.db.fetch(
@@ -122,6 +225,9 @@ class PgProfileStore(ProfileStore):
 
     async def delete_owner(self, owner: str) -> int:
         self.drop_cached(owner)
+        pending = self.db.pending.get(owner)
+        if pending is not None:
+            pending.counters.clear()  # nothing of them is added after this
         return affected(
             await self.db.execute("DELETE FROM profile_counters WHERE owner = $1", owner)
         )

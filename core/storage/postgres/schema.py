@@ -232,6 +232,26 @@ MIGRATIONS = [
             LANGUAGE sql VOLATILE AS 'SELECT node_version FROM users WHERE key = $1';
         """,
     ),
+    # (62 was a reverted lock function's, session 5 of issue 23: not reused.)
+    Migration(
+        63,
+        "a person's counters version: the learned profile's counters kept by the process",
+        # Moved by one by every statement that adds to a person's counters, in that
+        # statement: the process serving the person keeps their counters while it holds
+        # the version the lock's statement returns, which brings the counters along when
+        # it differs. The function reads them with a snapshot of its own (VOLATILE), taken
+        # after the lock's UPDATE of the user row waited for the previous holder's commit;
+        # NULL when the person has more than $2 (then they are read as before); every
+        # float8 as the shortest text that reads back as the same value.
+        """
+        ALTER TABLE users ADD COLUMN IF NOT EXISTS counters_version BIGINT NOT NULL DEFAULT 0;
+        CREATE OR REPLACE FUNCTION akira_counters(text, integer) RETURNS text
+            LANGUAGE sql VOLATILE SET extra_float_digits = 3 AS $$
+            SELECT CASE WHEN count(*) <= $2 THEN coalesce(json_agg(json_build_array(kind,
+                name, weight, total, first_at, last_at)), '[]')::text END
+            FROM (SELECT * FROM profile_counters WHERE owner = $1 LIMIT $2 + 1) AS c $$;
+        """,
+    ),
 ]
 
 
@@ -284,6 +304,41 @@ VECTOR_MIGRATIONS = [
             PRIMARY KEY (node_id, model)
         );
         CREATE INDEX graph_second_embeddings_owner ON graph_second_embeddings(owner, model);
+        """,
+    ),
+    Migration(
+        82,
+        "what is stored beside a node goes with it by a trigger, not by foreign keys",
+        # The vector, postings and second vectors are only ever inserted from the node
+        # the same statement inserts (or joined to it), so their foreign keys could not
+        # fail, yet each node write paid their checks. What the keys' ON DELETE CASCADE
+        # did, a node deleted taking them along (a forget-me that meets a message's node
+        # landing after the graph's rows were deleted), a trigger on the nodes' deletes
+        # does now, edges both ways included (as SQLite's trigger): deleting costs as
+        # before, inserting no longer checks. After 81: graph_second_embeddings exists.
+        """
+        ALTER TABLE graph_embeddings DROP CONSTRAINT IF EXISTS graph_embeddings_node_id_fkey;
+        ALTER TABLE graph_tags DROP CONSTRAINT IF EXISTS graph_tags_node_id_fkey;
+        ALTER TABLE graph_entities DROP CONSTRAINT IF EXISTS graph_entities_node_id_fkey;
+        ALTER TABLE graph_second_embeddings
+            DROP CONSTRAINT IF EXISTS graph_second_embeddings_node_id_fkey;
+        CREATE OR REPLACE FUNCTION akira_nodes_deleted() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM graph_embeddings e USING gone WHERE e.node_id = gone.id;
+            DELETE FROM graph_second_embeddings e USING gone WHERE e.node_id = gone.id;
+            DELETE FROM graph_tags t USING gone WHERE t.node_id = gone.id;
+            DELETE FROM graph_entities t USING gone WHERE t.node_id = gone.id;
+            DELETE FROM graph_connections c USING gone
+                WHERE c.owner = gone.owner AND c.from_id = gone.id;
+            DELETE FROM graph_connections c USING gone
+                WHERE c.owner = gone.owner AND c.to_id = gone.id;
+            RETURN NULL;
+        END $$;
+        DROP TRIGGER IF EXISTS nodes_deleted ON nodes;
+        CREATE TRIGGER nodes_deleted AFTER DELETE ON nodes
+            REFERENCING OLD TABLE AS gone FOR EACH STATEMENT
+            EXECUTE FUNCTION akira_nodes_deleted();
         """,
     ),
 ]

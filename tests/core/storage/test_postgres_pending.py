@@ -1,13 +1,16 @@
 """wait=False writes of a person served by this process (the emotional state, the
-emotion read in the message, the language) ride on the statement that lets go of the
-person's lock (core.storage.postgres.pending): none is a statement of its own, and the
-next holder of the lock, in another process, finds them stored."""
+emotion read in the message, the language) and the additions to their learned profile's
+counters ride on the statement that lets go of the person's lock
+(core.storage.postgres.pending): none is a statement of its own, and the next holder of
+the lock, in another process, finds them stored; the counters come with the lock."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from core.storage.postgres import PostgresStorage
+import pytest
+
+from core.storage.postgres import PostgresStorage, profiles
 from core.storage.profile_records import ProfileCount
 from core.storage.records import MemoryNode, NodeType
 from tests.core.storage.conftest import statements_sent
@@ -59,20 +62,67 @@ async def test_background_writes_ride_on_the_release_and_the_next_holder_sees_th
         assert again.emotion == "alegria"
 
 
-async def test_the_counters_an_addition_returns_answer_the_next_read_under_that_lock(
+async def stored_counters(store: PostgresStorage) -> list[tuple[str, float, float]]:
+    """The counters as PostgreSQL holds them (nothing kept)."""
+    rows = await store.db.fetch(
+        "SELECT name, weight, total FROM profile_counters WHERE owner = $1 ORDER BY name", A
+    )
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+async def test_counters_of_a_person_served_ride_on_the_release_and_are_kept(
     two_processes: tuple[PostgresStorage, PostgresStorage],
 ) -> None:
     first, second = two_processes
-    work = ProfileCount("topic", "work", 1.0, 1.0, T0)
+    # Weights whose sums depend on the order they are added in (0.1 + 0.2 + 0.3).
+    work = [ProfileCount("topic", "work", w, 1.0, T0) for w in (0.1, 0.2)]
     async with first.serving(A, sent_at=T0):
-        await first.profiles.add(A, [work])
-        # Another process adds between: the read answers as if it came first.
-        await second.profiles.add(A, [ProfileCount("topic", "food", 1.0, 1.0, T0)])
-        assert [(c.name, c.total) for c in await first.profiles.counters(A)] == [("work", 1.0)]
-        # Once: the next read asks.
-        assert [c.name for c in await first.profiles.counters(A)] == ["food", "work"]
-        await first.profiles.add(A, [work])
-    # Not beyond the lock.
-    await second.profiles.add(A, [work])
+        with statements_sent(first.db) as statements:
+            await first.profiles.add(A, work[:1])
+            await first.profiles.add(A, work[1:])
+            # Another process adds between (an import): seen by the next message, as if
+            # the read came first.
+            await second.profiles.add(A, [ProfileCount("topic", "food", 1.0, 1.0, T0)])
+            read = [(c.name, c.weight, c.total) for c in await first.profiles.counters(A)]
+            assert read == [("work", 0.1 + 0.2, 2.0)]
+        assert statements == []  # the counters came with the lock; the additions wait
+        assert await stored_counters(second) == [("food", 1.0, 1.0)]  # not before the release
+    stored = await stored_counters(second)
+    assert stored == [("food", 1.0, 1.0), ("work", 0.1 + 0.2, 2.0)]
+    async with second.serving(A, sent_at=T0 + timedelta(minutes=1)):
+        with statements_sent(second.db) as statements:
+            await second.profiles.add(A, [ProfileCount("topic", "work", 0.3, 1.0, T0)])
+            kept = [(c.name, c.weight, c.total) for c in await second.profiles.counters(A)]
+        assert statements == []
+    # What the kept counters said is what PostgreSQL added, bit for bit.
+    assert (
+        kept == await stored_counters(first) == [("food", 1.0, 1.0), ("work", 0.1 + 0.2 + 0.3, 3.0)]
+    )
+    # Beyond the lock, additions and reads are statements of their own.
+    await second.profiles.add(A, [ProfileCount("topic", "work", 1.0, 1.0, T0)])
     totals = [(c.name, c.total) for c in await first.profiles.counters(A)]
-    assert totals == [("food", 1.0), ("work", 3.0)]
+    assert totals == [("food", 1.0), ("work", 4.0)]
+    async with first.serving(A, sent_at=T0 + timedelta(minutes=2)):
+        with statements_sent(first.db) as statements:
+            totals = [(c.name, c.total) for c in await first.profiles.counters(A)]
+        assert statements == [] and totals == [("food", 1.0), ("work", 4.0)]
+
+
+async def test_the_counters_kept_are_bounded_the_least_recently_served_dropped_first(
+    two_processes: tuple[PostgresStorage, PostgresStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, _ = two_processes
+    monkeypatch.setattr(profiles, "MAX_KEPT_ROWS", 2)
+    b = "telegram:2"
+    await first.users.ensure(b)
+    for owner in (A, b):
+        await first.profiles.add(owner, [ProfileCount("topic", t, 1.0, 1.0, T0) for t in "xy"])
+    for minutes, owner in enumerate((A, b)):
+        async with first.serving(owner, sent_at=T0 + timedelta(minutes=minutes)):
+            assert len(await first.profiles.counters(owner)) == 2
+    # Two counters each, two at most: only the person served last is kept.
+    assert list(first.profiles._kept) == [b] and first.profiles._kept_rows == 2
+    async with first.serving(A, sent_at=T0 + timedelta(minutes=5)):
+        with statements_sent(first.db) as statements:
+            assert [c.name for c in await first.profiles.counters(A)] == ["x", "y"]
+        assert statements == []  # they came with the lock again
