@@ -42,6 +42,7 @@ from core.embeddings.base import Embedder
 from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
+from core.memory.entities import extract_entities, without_names
 from core.memory.query import QueryConfig, followed_up, plan_query, thread_priors
 from core.memory.search import GraphSearcher, SearchConfig, turn_factor
 from core.memory.tags import Tagger
@@ -466,7 +467,11 @@ class GraphMemory(ConversationMemory):
         await self._ready()
         if not query.strip():
             return []
-        vector = await self.batcher.embed_query(query)
+        vector, frequent = await asyncio.gather(
+            self.batcher.embed_query(query), self._frequent_names(query, owner, scopes, at)
+        )
+        if frequent:
+            vector = await self._topic_vector(query, vector, frequent)
         return await self.searcher.search(
             owner,
             query,
@@ -478,6 +483,34 @@ class GraphMemory(ConversationMemory):
             at=at,
             second=await self._second_query(query, self.config.search.second_weight),
         )
+
+    async def _frequent_names(
+        self, query: str, owner: str, scopes: Sequence[str] | None, at: datetime | None
+    ) -> list[str]:
+        """The names ``query`` gives that the owner's memory names too often to tell
+        anything apart (``SearchConfig.topic_share``); none when it is off."""
+        cfg = self.config.search
+        if cfg.topic_share <= 0:
+            return []
+        mentions = extract_entities(query)
+        names = [*mentions.names, *mentions.tentative]
+        if not names:
+            return []
+        found = await self.graph.entity_mentions(
+            owner, names, per_entity=cfg.entity_postings, scopes=scopes, at=at
+        )
+        return [name for name, ids in found.items() if len(ids) >= cfg.entity_postings]
+
+    async def _topic_vector(self, query: str, vector: np.ndarray, names: list[str]) -> np.ndarray:
+        """``vector`` (the query's) mixed with the vector of ``query`` without ``names``
+        (``SearchConfig.topic_share``), unit length."""
+        topic = without_names(query, names)
+        if not topic or topic == query:
+            return vector
+        share = self.config.search.topic_share
+        mixed = (1.0 - share) * vector + share * await self.batcher.embed_query(topic)
+        norm = float(np.linalg.norm(mixed))
+        return (mixed / norm).astype(vector.dtype) if norm > 0 else vector
 
     async def _second_query(
         self, query: str, weight: float

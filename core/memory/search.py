@@ -128,6 +128,15 @@ class SearchConfig:
     spread: float = 0.15
     moment: float = 7200.0  # seconds: the session gap of core.memory.query
     gather_k: float = 3.0
+    # Who and what, read apart. A name the person's memory holds ``entity_postings``
+    # times or more (a transcript's speaker: "What has Melanie painted?") tells no line
+    # apart by its words (the entity rules above skip it too), yet in the query's vector
+    # it pulls towards everything that name says, on any topic: the speaker's own
+    # lines fill the top. Whose line it is, the speaker rule reads from the labels; the
+    # vector searched is the question as asked mixed with the question without those
+    # names (its topic), this share of the latter. One more query embedding, only for a
+    # query naming such a name (GraphMemory.search_with_connections). 0: off.
+    topic_share: float = 0.5
 
 
 def turn_factor(node: MemoryNode, reply: float, question: float) -> float:
