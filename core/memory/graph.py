@@ -467,11 +467,7 @@ class GraphMemory(ConversationMemory):
         await self._ready()
         if not query.strip():
             return []
-        vector, frequent = await asyncio.gather(
-            self.batcher.embed_query(query), self._frequent_names(query, owner, scopes, at)
-        )
-        if frequent:
-            vector = await self._topic_vector(query, vector, frequent)
+        vector = await self._query_vector(query, owner, scopes, at)
         return await self.searcher.search(
             owner,
             query,
@@ -501,14 +497,21 @@ class GraphMemory(ConversationMemory):
         )
         return [name for name, ids in found.items() if len(ids) >= cfg.entity_postings]
 
-    async def _topic_vector(self, query: str, vector: np.ndarray, names: list[str]) -> np.ndarray:
-        """``vector`` (the query's) mixed with the vector of ``query`` without ``names``
-        (``SearchConfig.topic_share``), unit length."""
-        topic = without_names(query, names)
+    async def _query_vector(
+        self, query: str, owner: str, scopes: Sequence[str] | None, at: datetime | None
+    ) -> np.ndarray:
+        """The vector searched for ``query``: its own, or mixed with its topic's (the
+        query without the names that tell nothing apart, ``SearchConfig.topic_share``),
+        unit length. Both texts go to the model together (one batch)."""
+        names = await self._frequent_names(query, owner, scopes, at)
+        topic = without_names(query, names) if names else query
         if not topic or topic == query:
-            return vector
+            return await self.batcher.embed_query(query)
+        vector, topic_vector = await asyncio.gather(
+            self.batcher.embed_query(query), self.batcher.embed_query(topic)
+        )
         share = self.config.search.topic_share
-        mixed = (1.0 - share) * vector + share * await self.batcher.embed_query(topic)
+        mixed = (1.0 - share) * vector + share * topic_vector
         norm = float(np.linalg.norm(mixed))
         return (mixed / norm).astype(vector.dtype) if norm > 0 else vector
 
