@@ -467,7 +467,7 @@ class GraphMemory(ConversationMemory):
         await self._ready()
         if not query.strip():
             return []
-        vector = await self._query_vector(query, owner, scopes, at)
+        vector, text_query = await self._query_vector(query, owner, scopes, at)
         return await self.searcher.search(
             owner,
             query,
@@ -478,6 +478,7 @@ class GraphMemory(ConversationMemory):
             exclude_ids=exclude_ids,
             at=at,
             second=await self._second_query(query, self.config.search.second_weight),
+            text_query=text_query,
         )
 
     async def _frequent_names(
@@ -499,21 +500,24 @@ class GraphMemory(ConversationMemory):
 
     async def _query_vector(
         self, query: str, owner: str, scopes: Sequence[str] | None, at: datetime | None
-    ) -> np.ndarray:
-        """The vector searched for ``query``: its own, or mixed with its topic's (the
-        query without the names that tell nothing apart, ``SearchConfig.topic_share``),
-        unit length. Both texts go to the model together (one batch)."""
+    ) -> tuple[np.ndarray, str | None]:
+        """The vector searched for ``query`` and the text of its full-text search (None:
+        ``query``). The vector: its own, or mixed with its topic's (the query without
+        the names that tell nothing apart, ``SearchConfig.topic_share``), unit length;
+        both texts go to the model together (one batch). The full-text search looks for
+        the topic's words (``SearchConfig.topic_text``)."""
         names = await self._frequent_names(query, owner, scopes, at)
         topic = without_names(query, names) if names else query
         if not topic or topic == query:
-            return await self.batcher.embed_query(query)
+            return await self.batcher.embed_query(query), None
         vector, topic_vector = await asyncio.gather(
             self.batcher.embed_query(query), self.batcher.embed_query(topic)
         )
         share = self.config.search.topic_share
         mixed = (1.0 - share) * vector + share * topic_vector
         norm = float(np.linalg.norm(mixed))
-        return (mixed / norm).astype(vector.dtype) if norm > 0 else vector
+        text = topic if self.config.search.topic_text else None
+        return (mixed / norm).astype(vector.dtype) if norm > 0 else vector, text
 
     async def _second_query(
         self, query: str, weight: float

@@ -137,6 +137,10 @@ class SearchConfig:
     # names (its topic), this share of the latter. One more query embedding, only for a
     # query naming such a name (GraphMemory.search_with_connections). 0: off.
     topic_share: float = 0.5
+    # With it, the full-text list looks for the topic's words only: such a name matches
+    # every line its speaker said, and those lines (newest first) filled the list's
+    # places after the lines holding the topic's words. Only where topic_share applies.
+    topic_text: bool = True
 
 
 def turn_factor(node: MemoryNode, reply: float, question: float) -> float:
@@ -329,6 +333,7 @@ class GraphSearcher:
         second: tuple[str, np.ndarray, float] | None = None,
         prior_damping: float = 0.0,
         spread: float | None = None,
+        text_query: str | None = None,
     ) -> list[RecalledNode]:
         """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
         e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
@@ -344,7 +349,8 @@ class GraphSearcher:
         ``second``: (model, the query's vector of that second encoder, its list's weight).
         ``prior_damping``: the priors count x (1 - this x the best seed's score of the
         query's own lists): what the query already found needs less of them. ``spread``: a
-        gathering question's moments apart, this much (None: the configured one)."""
+        gathering question's moments apart, this much (None: the configured one).
+        ``text_query``: what the full-text list looks for (None: ``query``)."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -360,7 +366,12 @@ class GraphSearcher:
         # Full-text search runs on the database thread while the vector search runs here.
         text_search = asyncio.ensure_future(
             self.graph.text_search(
-                owner, query, k=seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
+                owner,
+                query if text_query is None else text_query,
+                k=seed_k,
+                scopes=scopes,
+                at=at,
+                stop_words=STOP_WORDS,
             )
         )
         vector_hits: list[tuple[str, float]] = []

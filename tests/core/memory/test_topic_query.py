@@ -1,7 +1,9 @@
 """Who and what read apart (``SearchConfig.topic_share``), on a real SQLite file with the
 hashing embedder: in a transcript under one owner, a question naming the speaker ("where
 has Rosa camped?") finds the long line where she tells it before her short lines on
-nothing in particular, which share little with the question but her name."""
+nothing in particular, which share little with the question but her name; and its
+full-text list looks for "camped", not for every line Rosa said
+(``SearchConfig.topic_text``)."""
 
 from __future__ import annotations
 
@@ -37,11 +39,20 @@ LINES = [
 QUESTION = "Where has Rosa camped?"
 
 
-async def ranked(storage: SQLiteStorage, topic_share: float, entity_postings: int) -> list[str]:
+async def ranked(
+    storage: SQLiteStorage,
+    topic_share: float,
+    entity_postings: int,
+    *,
+    topic_text: bool = True,
+    other_speaker: float | None = None,
+) -> list[str]:
     base = GraphConfig()
     search = replace(
         base.search,
         topic_share=topic_share,
+        topic_text=topic_text,
+        other_speaker=base.search.other_speaker if other_speaker is None else other_speaker,
         entity_postings=entity_postings,
         diversity=0.0,
         min_similarity=0.0,  # the hashing embedder's cosines are low: every line a seed
@@ -70,6 +81,21 @@ async def test_a_name_the_memory_holds_rarely_stays_in_the_query(
 ) -> None:
     # 6 mentions under a threshold of 200: the name tells lines apart, nothing changes.
     assert await ranked(storage, 0.5, 200) == await ranked(storage, 0.0, 200)
+
+
+async def test_the_full_text_list_looks_for_the_topics_words(storage: SQLiteStorage) -> None:
+    # The speaker rule off, so only the lists decide: without the name, the full-text
+    # list holds the two lines about camping (Teo's too), not Rosa's other lines.
+    top = await ranked(storage, 0.5, 3, other_speaker=1.0)
+    assert set(top[:2]) == {"camping", "t1"}
+
+
+async def test_with_the_name_in_it_rosas_other_lines_come_before(
+    storage: SQLiteStorage,
+) -> None:
+    top = await ranked(storage, 0.5, 3, topic_text=False, other_speaker=1.0)
+    assert top[0] == "camping"
+    assert top[1].startswith("r")
 
 
 def test_names_are_taken_out_as_entities_key_them() -> None:
