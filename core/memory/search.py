@@ -134,8 +134,10 @@ class SearchConfig:
     # it pulls towards everything that name says, on any topic: the speaker's own
     # lines fill the top. Whose line it is, the speaker rule reads from the labels; the
     # vector searched is the question as asked mixed with the question without those
-    # names (its topic), this share of the latter. One more query embedding, only for a
-    # query naming such a name (GraphMemory.search_with_connections). 0: off.
+    # names (its topic), this share of the latter: the plain mean, chosen in every fold
+    # held out on LoCoMo dev (docs/recall.md, session 8). One more text in the query's
+    # model batch, only for a query naming such a name (plain search:
+    # GraphMemory.search_with_connections). 0: off.
     topic_share: float = 0.5
     # With it, the full-text list looks for the topic's words only: such a name matches
     # every line its speaker said, and those lines (newest first) filled the list's
