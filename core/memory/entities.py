@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from core.embeddings.hashing import fold
@@ -215,3 +216,34 @@ def extract_entities(text: str) -> Mentions:
         tentative=tuple(t for t in dict.fromkeys(tentative) if t not in unique),
         relations=tuple(dict.fromkeys(relations)),
     )
+
+
+def without_names(text: str, keys: Iterable[str]) -> str:
+    """``text`` with the names whose entity keys are ``keys`` taken out (a possessive
+    "'s" with them): "What has Melanie painted?" -> "What has painted?". Names are
+    matched as :func:`extract_entities` keys them (folded, whole words, a run of words
+    for a name of several)."""
+    wanted = [key.split() for key in keys if key and not key.startswith(RELATION_PREFIX)]
+    if not wanted:
+        return text
+    tokens = list(_TOKEN.finditer(text))
+    folded = [fold(re.sub(r"['’]s$", "", t.group(0))) for t in tokens]
+    cut: list[tuple[int, int]] = []
+    n = 0
+    while n < len(tokens):
+        for words in wanted:
+            if folded[n : n + len(words)] == words:
+                cut.append((tokens[n].start(), tokens[n + len(words) - 1].end()))
+                n += len(words)
+                break
+        else:
+            n += 1
+    if not cut:
+        return text
+    kept, last = [], 0
+    for start, end in cut:
+        kept.append(text[last:start])
+        last = end
+    kept.append(text[last:])
+    joined = re.sub(r"\s+([,.;:!?])", r"\1", "".join(kept))
+    return re.sub(r"\s{2,}", " ", joined).strip()

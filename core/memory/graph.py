@@ -42,6 +42,7 @@ from core.embeddings.base import Embedder
 from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
+from core.memory.entities import extract_entities, without_names
 from core.memory.query import QueryConfig, followed_up, plan_query, thread_priors
 from core.memory.search import GraphSearcher, SearchConfig, turn_factor
 from core.memory.tags import Tagger
@@ -466,7 +467,7 @@ class GraphMemory(ConversationMemory):
         await self._ready()
         if not query.strip():
             return []
-        vector = await self.batcher.embed_query(query)
+        vector, text_query = await self._query_vector(query, owner, scopes, at)
         return await self.searcher.search(
             owner,
             query,
@@ -477,7 +478,46 @@ class GraphMemory(ConversationMemory):
             exclude_ids=exclude_ids,
             at=at,
             second=await self._second_query(query, self.config.search.second_weight),
+            text_query=text_query,
         )
+
+    async def _frequent_names(
+        self, query: str, owner: str, scopes: Sequence[str] | None, at: datetime | None
+    ) -> list[str]:
+        """The names ``query`` gives that the owner's memory names too often to tell
+        anything apart (``SearchConfig.topic_share``); none when it is off."""
+        cfg = self.config.search
+        if cfg.topic_share <= 0:
+            return []
+        mentions = extract_entities(query)
+        names = [*mentions.names, *mentions.tentative]
+        if not names:
+            return []
+        found = await self.graph.entity_mentions(
+            owner, names, per_entity=cfg.entity_postings, scopes=scopes, at=at
+        )
+        return [name for name, ids in found.items() if len(ids) >= cfg.entity_postings]
+
+    async def _query_vector(
+        self, query: str, owner: str, scopes: Sequence[str] | None, at: datetime | None
+    ) -> tuple[np.ndarray, str | None]:
+        """The vector searched for ``query`` and the text of its full-text search (None:
+        ``query``). The vector: its own, or mixed with its topic's (the query without
+        the names that tell nothing apart, ``SearchConfig.topic_share``), unit length;
+        both texts go to the model together (one batch). The full-text search looks for
+        the topic's words (``SearchConfig.topic_text``)."""
+        names = await self._frequent_names(query, owner, scopes, at)
+        topic = without_names(query, names) if names else query
+        if not topic or topic == query:
+            return await self.batcher.embed_query(query), None
+        vector, topic_vector = await asyncio.gather(
+            self.batcher.embed_query(query), self.batcher.embed_query(topic)
+        )
+        share = self.config.search.topic_share
+        mixed = (1.0 - share) * vector + share * topic_vector
+        norm = float(np.linalg.norm(mixed))
+        text = topic if self.config.search.topic_text else None
+        return (mixed / norm).astype(vector.dtype) if norm > 0 else vector, text
 
     async def _second_query(
         self, query: str, weight: float

@@ -128,6 +128,21 @@ class SearchConfig:
     spread: float = 0.15
     moment: float = 7200.0  # seconds: the session gap of core.memory.query
     gather_k: float = 3.0
+    # Who and what, read apart. A name the person's memory holds ``entity_postings``
+    # times or more (a transcript's speaker: "What has Melanie painted?") tells no line
+    # apart by its words (the entity rules above skip it too), yet in the query's vector
+    # it pulls towards everything that name says, on any topic: the speaker's own
+    # lines fill the top. Whose line it is, the speaker rule reads from the labels; the
+    # vector searched is the question as asked mixed with the question without those
+    # names (its topic), this share of the latter: the plain mean, chosen in every fold
+    # held out on LoCoMo dev (docs/recall.md, session 8). One more text in the query's
+    # model batch, only for a query naming such a name (plain search:
+    # GraphMemory.search_with_connections). 0: off.
+    topic_share: float = 0.5
+    # With it, the full-text list looks for the topic's words only: such a name matches
+    # every line its speaker said, and those lines (newest first) filled the list's
+    # places after the lines holding the topic's words. Only where topic_share applies.
+    topic_text: bool = True
 
 
 def turn_factor(node: MemoryNode, reply: float, question: float) -> float:
@@ -320,6 +335,7 @@ class GraphSearcher:
         second: tuple[str, np.ndarray, float] | None = None,
         prior_damping: float = 0.0,
         spread: float | None = None,
+        text_query: str | None = None,
     ) -> list[RecalledNode]:
         """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
         e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
@@ -335,7 +351,8 @@ class GraphSearcher:
         ``second``: (model, the query's vector of that second encoder, its list's weight).
         ``prior_damping``: the priors count x (1 - this x the best seed's score of the
         query's own lists): what the query already found needs less of them. ``spread``: a
-        gathering question's moments apart, this much (None: the configured one)."""
+        gathering question's moments apart, this much (None: the configured one).
+        ``text_query``: what the full-text list looks for (None: ``query``)."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -351,7 +368,12 @@ class GraphSearcher:
         # Full-text search runs on the database thread while the vector search runs here.
         text_search = asyncio.ensure_future(
             self.graph.text_search(
-                owner, query, k=seed_k, scopes=scopes, at=at, stop_words=STOP_WORDS
+                owner,
+                query if text_query is None else text_query,
+                k=seed_k,
+                scopes=scopes,
+                at=at,
+                stop_words=STOP_WORDS,
             )
         )
         vector_hits: list[tuple[str, float]] = []
