@@ -43,7 +43,13 @@ from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
 from core.memory.entities import extract_entities, without_names
-from core.memory.query import QueryConfig, followed_up, plan_query, thread_priors
+from core.memory.query import (
+    QueryConfig,
+    followed_up,
+    plan_query,
+    self_priors,
+    thread_priors,
+)
 from core.memory.search import GraphSearcher, SearchConfig, turn_factor
 from core.memory.tags import Tagger
 from core.storage.api import GraphStore, Storage
@@ -603,6 +609,15 @@ class GraphMemory(ConversationMemory):
             config=cfg,
             second=(second[1], pool_second) if second is not None and pool_second else None,
         )
+        for node_id, prior in self_priors(
+            plan,
+            vector,
+            pool,
+            vectors,
+            config=cfg,
+            second=(second[1], pool_second) if second is not None and pool_second else None,
+        ).items():
+            priors[node_id] = priors.get(node_id, 0.0) + prior
         # The weight as the anchor left it (thread_priors reads how the message landed).
         search_vector = _blend(vector, context, plan.weight)
         slack = timedelta(days=1)

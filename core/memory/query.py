@@ -121,6 +121,21 @@ class QueryConfig:
     # what is searched, the encoders then read the thing told rather than "remember",
     # "tell" (which land on the person's lines about forgetting and reminders).
     request_query: bool = True
+    # A request for help or a suggestion ("me ajuda com a receita?", "what should I
+    # cook?", "me indica um jogo?") is answered by what the person is and likes: their
+    # durable self-descriptions (first-person stative statements: "sou X", "I've been X
+    # since", "não como", "I can't stand", "adoro", "I prefer": a grammar class, see
+    # ``SELF_DESCRIPTION``) among the pool become seeds of
+    # ``self_prior x (1 - self_floor + self_floor x closeness)``, the closeness being
+    # the line's percentile in the pool by the message's vectors (the better of the two
+    # encoders), for the ``self_most`` closest of them (a long history holds many; they
+    # should not fill a list of five). 0: off. Chosen leave-one-person-out on the dev
+    # chats (docs/recall.md, session 8 round 2); the floor, which the dev chats cannot
+    # tell apart (at most 2 self-descriptions a person), is set so that closeness picks
+    # among many.
+    self_prior: float = 0.3
+    self_floor: float = 0.5
+    self_most: int = 4
 
 
 # Remember-what-I-told-you wrappers: a closed class of phrasings of both languages (the
@@ -143,6 +158,86 @@ _REQUEST = re.compile(
     r")\b",
     re.IGNORECASE,
 )
+
+
+# Requests for help or a suggestion: the imperatives and questions of helping,
+# suggesting and recommending in both languages (a closed class of request forms).
+_HELP = re.compile(
+    r"\b(?:me\s+(?:ajud[ae]|sugir[ae]|suger[ei]|indic[ae]|recomend[ae]|passa|d[aá]\s+uma\s+dica)\b"
+    r"|(?:sugere|sugira|indica|recomenda)\s*\?"
+    r"|(?:alguma|uma)\s+(?:sugest[aã]o|dica|ideia|indica[cç][aã]o|recomenda[cç][aã]o)"
+    r"|o\s+que\s+(?:eu\s+)?(?:fa[cç]o|fazer)\b|o\s+que\s+eu\s+\w+\s+agora"
+    r"|o\s+que\s+voc[eê]\s+(?:acha|sugere|recomenda|indica)"
+    r"|what\s+should\s+i\b|what\s+do\s+i\s+\w+|help\s+me\b|\b(?:recommend|suggest)\b"
+    r"|any\s+(?:\w+\s+)?(?:ideas|tips|suggestions)|which\s+(?:one\s+)?(?:fits|suits)\s+me)",
+    re.IGNORECASE,
+)
+# First-person stative self-descriptions: what the person is ("sou", "I'm a", "I've been
+# X since"), does not do ("não como", "I don't eat", "I can't stand") and likes or hates
+# ("adoro", "odeio", "prefiro", "I love", "I'd rather"). "estou"/"to" and "I'm" + a
+# gerund are passing states, not descriptions.
+SELF_DESCRIPTION = re.compile(
+    r"(?:^|[.!?,;]\s*|\beu\s+|\bque\s+)(?:sou|n[aã]o\s+(?:sou|como|bebo|gosto|suporto|"
+    r"aguento|curto)|adoro|amo|odeio|detesto|prefiro|gosto\s+de|curto)\b"
+    r"|\b(?:i'?m|i\s+am)\s+(?!\w+ing\b)(?:a\s+|an\s+|more\s+of\s+a\s+|so\s+|very\s+|"
+    r"really\s+|not\s+)?\w+"
+    r"|\bi'?ve\s+been\s+(?!\w+ing\b)\w+(?:\s+\w+)?\s+(?:since|for)\b"
+    r"|\bi\s+(?:don'?t|do\s+not|never|can'?t|cannot)\s+(?:eat|drink|stand|like)\b"
+    r"|\bi\s+(?:love|hate|prefer|adore|like|despise)\b|\bi'?d\s+rather\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_help(text: str) -> bool:
+    """Whether the message asks for help or a suggestion (see ``QueryConfig.self_prior``)."""
+    return _HELP.search(text) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def describes_self(content: str) -> bool:
+    """Whether a line states something durable about its author (not a question)."""
+    return not content.rstrip().endswith("?") and SELF_DESCRIPTION.search(content) is not None
+
+
+def self_priors(
+    plan: QueryPlan,
+    query_vector: np.ndarray,
+    pool: Sequence[MemoryNode],
+    vectors: dict[str, np.ndarray],
+    *,
+    config: QueryConfig | None = None,
+    second: tuple[np.ndarray, dict[str, np.ndarray]] | None = None,
+) -> dict[str, float]:
+    """Seeds for the person's self-descriptions when the message asks for help or a
+    suggestion (``QueryConfig.self_prior``); empty otherwise."""
+    cfg = config or QueryConfig()
+    if cfg.self_prior <= 0 or not asks_for_help(plan.text):
+        return {}
+    mine = [n for n in pool if n.type is NodeType.USER_MESSAGE and n.id in vectors]
+    wanted = [n.id for n in mine if describes_self(n.content)]
+    if not wanted:
+        return {}
+    closeness = dict.fromkeys(wanted, 0.0)
+    lists = [(query_vector, vectors)]
+    if second is not None:
+        lists.append(second)
+    for query, pooled in lists:
+        ids = [n.id for n in mine if n.id in pooled]
+        if len(ids) < 2:
+            continue
+        sims = np.einsum(
+            "ij,j->i",
+            np.stack([pooled[i] for i in ids]),
+            np.asarray(query, dtype=np.float32),
+        )
+        # Percentile in the pool: the encoders' cosines differ in scale, ranks do not.
+        order = sims.argsort().argsort() / (len(ids) - 1)
+        for node_id, rank in zip(ids, order, strict=True):
+            if node_id in closeness:
+                closeness[node_id] = max(closeness[node_id], float(rank))
+    floor = cfg.self_floor
+    closest = sorted(closeness.items(), key=lambda kv: -kv[1])[: cfg.self_most]
+    return {i: cfg.self_prior * (1.0 - floor + floor * c) for i, c in closest}
 
 
 def recall_request(text: str) -> str | None:

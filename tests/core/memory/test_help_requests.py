@@ -1,0 +1,142 @@
+"""A request for help or a suggestion leans on what the person said about themself
+(core.memory.query, session 8 round 2): their first-person stative self-descriptions
+become seeds. A real SQLite file and the hashing embedder."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from core.embeddings import HashingEmbedder
+from core.memory.graph import GraphConfig, GraphMemory
+from core.memory.query import (
+    QueryConfig,
+    asks_for_help,
+    describes_self,
+    plan_query,
+    self_priors,
+)
+from core.storage import MemoryNode, NodeType, SQLiteStorage
+
+OWNER = "telegram:7"
+OWNERS = [OWNER]  # users in the storage fixture (conftest)
+T0 = datetime(2019, 5, 6, 9, 0, tzinfo=UTC)
+
+CHATTER = [
+    "que calor hoje, o ventilador não dá conta",
+    "o trânsito tava um caos, levei uma hora",
+    "assisti um filme bobo ontem à noite",
+    "acabou a internet aqui em casa de novo",
+    "comprei um fone novo, o antigo quebrou",
+    "a reunião podia ter sido um email",
+    "o ônibus atrasou quarenta minutos",
+]
+
+
+def memory_with(storage: SQLiteStorage, **query: object) -> GraphMemory:
+    changed = {k: v for k, v in query.items() if v is not None}
+    config = GraphConfig(query=replace(QueryConfig(), **changed))  # type: ignore[arg-type]
+    return GraphMemory(storage, HashingEmbedder(), config=config)
+
+
+def node(node_id: str, text: str, at: datetime) -> MemoryNode:
+    return MemoryNode(
+        id=node_id,
+        owner=OWNER,
+        content=text,
+        type=NodeType.USER_MESSAGE,
+        timestamp=at,
+        chat_id="dm-7",
+    )
+
+
+def test_requests_for_help_are_a_closed_class_of_forms() -> None:
+    for text in (
+        "vou fazer um bolo pro aniversário da minha mãe, me ajuda com a receita?",
+        "what should I cook for my book club tonight?",
+        "me indica algum filme?",
+        "preciso de uma série nova, sugere?",
+        "any dinner ideas for tonight?",
+        "can you recommend a good book?",
+    ):
+        assert asks_for_help(text), text
+    for text in (
+        "minha prima vai me ajudar com o carro dela",  # told, not asked
+        "what did I cook last week?",
+        "Ficou melhor?",
+    ):
+        assert not asks_for_help(text), text
+
+
+def test_self_descriptions_are_stative_first_person_statements() -> None:
+    for text in (
+        "sou intolerante a lactose e vivo esquecendo",
+        "I've been vegan since last summer, it's going ok",
+        "não como carne de porco, por religião",
+        "but I can't stand cilantro",
+        "odeio academia, mas amo dançar",
+        "I'm more of a tea person anyway",
+        "prefiro jogo difícil",
+    ):
+        assert describes_self(text), text
+    for text in (
+        "to com preguiça de fazer qualquer coisa hoje",  # a passing state
+        "I'm cooking for my parents tonight",  # a gerund: what they are doing
+        "você sabe como eu sou?",  # a question states nothing
+        "fiz um bolo de cenoura ontem",
+    ):
+        assert not describes_self(text), text
+
+
+@pytest.mark.parametrize("self_prior", [0.0, None])  # off, the defaults
+async def test_a_request_for_help_finds_what_the_person_said_about_themself(
+    storage: SQLiteStorage, self_prior: float | None
+) -> None:
+    memory = memory_with(storage, self_prior=self_prior)
+    await memory.store(node("lactose", "sou intolerante a lactose e vivo esquecendo", T0))
+    at = T0 + timedelta(days=1)
+    for i, text in enumerate(CHATTER):
+        await memory.store(node(f"c{i}", text, at))
+        at += timedelta(hours=7)
+    # Lines sharing the request's words, none about the person.
+    await memory.store(node("mom", "vou passar o domingo na casa da minha mãe", at))
+    await memory.store(node("cake", "o bolo da padaria acabou cedo hoje", at + timedelta(hours=1)))
+    request = node(
+        "q",
+        "vou fazer um bolo pro aniversário da minha mãe, me ajuda com a receita?",
+        at + timedelta(days=2),
+    )
+    await memory.store(request)
+    recall = await memory.recall(
+        OWNER, request.content, scopes=None, limit=3, exclude_ids=["q"], at=request.timestamp
+    )
+    found = [r.node.id for r in recall.nodes]
+    if self_prior is None:
+        assert "lactose" in found[:3]
+    else:  # off: the lines sharing its words, and nothing about the person
+        assert "lactose" not in found
+
+
+def test_only_the_closest_self_descriptions_are_seeded() -> None:
+    """Many self-descriptions in a long history: the closest ``self_most`` of them."""
+    rng = np.random.default_rng(7)
+    query = rng.standard_normal(16).astype(np.float32)
+    query /= np.linalg.norm(query)
+    pool = [node(f"s{i}", f"sou fã de coisa número {i}", T0 + timedelta(hours=i)) for i in range(8)]
+    pool += [node(f"c{i}", text, T0 + timedelta(days=1, hours=i)) for i, text in enumerate(CHATTER)]
+    vectors = {}
+    for n, item in enumerate(pool):
+        noise = rng.standard_normal(16).astype(np.float32)
+        vector = (8 - n if n < 8 else 0) * 4.0 * query + 0.1 * noise  # s0 closest, then s1...
+        vectors[item.id] = vector / np.linalg.norm(vector)
+    config = replace(QueryConfig(), self_most=3)
+    plan = plan_query("me indica alguma coisa pra fazer?", T0 + timedelta(days=3), config)
+    seeds = self_priors(plan, query, pool, vectors, config=config)
+    assert sorted(seeds) == ["s0", "s1", "s2"]
+    assert all(0 < score <= config.self_prior for score in seeds.values())
+    # Not a request for help: nothing.
+    told = plan_query("fui ao cinema ontem", T0 + timedelta(days=3), config)
+    assert self_priors(told, query, pool, vectors, config=config) == {}
