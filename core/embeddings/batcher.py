@@ -224,6 +224,14 @@ class EmbeddingBatcher:
         deadline = loop.time() + wait_ms / 1000.0
         if len(queue.items) >= self.max_batch:
             self._flush(kind)
+        elif not self._running and wait_ms <= self.max_wait_ms:
+            # Company comes while a batch is being computed: with none running, a live
+            # text would wait the whole window on its person's path for company that
+            # rarely comes. The texts asked for in this turn of the loop still join it.
+            if queue.timer is not None:
+                queue.timer.cancel()
+            queue.deadline = loop.time()
+            queue.timer = loop.call_soon(self._flush, kind)
         elif queue.timer is None or deadline < queue.deadline:
             if queue.timer is not None:
                 queue.timer.cancel()

@@ -20,12 +20,13 @@ vector, completed at the person's next message (:meth:`GraphMemory._recover`).
 Embedding passes: a message's text is embedded for storage (with the previous turn as
 context, passage prefix) and as a query (read by both the emotion classifier and recall:
 the batcher keeps the latest vectors, so the second ask costs nothing). A reply is stored
-off its person's path (:meth:`GraphMemory.store_later`), its vector batched with other
-people's texts; the person's next message waits for it, so history and order stay as they
-were. One pass a message is a setting away (``store_kind="query"``, ``context_turns=0``,
-``context_weight=1.0``: the stored vector is the query vector plus the previous turn's
-stored one): two texts a message instead of three, at LoCoMo dev recall@10 0.72 instead of
-0.77 (docs/performance.md).
+off its person's path (:meth:`GraphMemory.store_later`), its text alone as a passage
+(``reply_context_turns``), its vector batched with other people's texts; the person's
+next message waits for it, so history and order stay as they were. One pass a message is
+a setting away (``store_kind="query"``, ``context_turns=0``, ``context_weight=1.0``: the
+stored vector is the query vector plus the previous turn's stored one): two texts a
+message instead of three, at LoCoMo dev recall@10 0.72 instead of 0.77
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ class GraphConfig:
     # text: "Yes, last Tuesday" means little alone. Costs a model pass of its own (the
     # text with context is another text than the query); 0 embeds the text alone.
     context_turns: int = 1
+    # The same for the bot's replies, whose earlier turn is the person's message: 0, a
+    # reply is embedded alone. Its vector then stays the reply's own instead of leaning on
+    # the message it answers, which is stored and found by itself; the pass costs the
+    # reply's tokens only (docs/performance.md, session 8).
+    reply_context_turns: int = 0
     context_chars: int = 300  # of each context turn
     # The same context without a model pass: the stored vector is the text's own plus
     # this weight times the previous turn's stored vector (same chat, within the
@@ -169,8 +175,13 @@ class GraphMemory(ConversationMemory):
 
     # -- storing -------------------------------------------------------------------
 
+    def _context_turns(self, node: MemoryNode) -> int:
+        if node.type is NodeType.AKIRA_RESPONSE:
+            return self.config.reply_context_turns
+        return self.config.context_turns
+
     async def _context(self, node: MemoryNode) -> list[str]:
-        turns = self.config.context_turns
+        turns = self._context_turns(node)
         if turns <= 0:
             return []
         window = self.config.connections.follow_up_window
@@ -406,6 +417,7 @@ class GraphMemory(ConversationMemory):
             for i, node in enumerate(chunk):
                 # Context from the chunk itself when the previous turn is in it, else
                 # from what is already stored.
+                turns = self._context_turns(node)
                 context = (
                     [
                         prev.content
@@ -413,11 +425,11 @@ class GraphMemory(ConversationMemory):
                         if prev.owner == node.owner
                         and prev.chat_id == node.chat_id
                         and node.timestamp - window <= prev.timestamp <= node.timestamp
-                    ][-self.config.context_turns :]
-                    if self.config.context_turns > 0
+                    ][-turns:]
+                    if turns > 0
                     else []
                 )
-                if not context and self.config.context_turns > 0:
+                if not context and turns > 0:
                     context = await self._context(node)
                 texts.append(self._embedding_text(node, context))
             vectors = await self._embed_many(texts)

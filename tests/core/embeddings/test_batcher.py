@@ -145,3 +145,51 @@ async def test_a_promised_vector_is_waited_for_and_a_broken_promise_computed() -
     batcher.give_up("passage", "outro")
     assert np.allclose(await waiting, embedder.inner.embed_passage("outro"))
     assert embedder.sizes == [1]
+
+
+class HeldEmbedder(CountingEmbedder):
+    """Holds every model call until released: a batch being computed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        self.release.wait(timeout=30)
+        return super().embed_passages(texts)
+
+
+async def test_a_live_text_runs_at_once_when_nothing_is_being_computed() -> None:
+    embedder = CountingEmbedder()
+    # A window this long would show: with nothing running, no company is coming.
+    batcher = EmbeddingBatcher(embedder, max_batch=8, max_wait_ms=10_000)
+    await asyncio.wait_for(batcher.embed_query("oi, tudo bem?"), timeout=5)
+    # Texts asked for in the same turn of the loop still share the call.
+    await asyncio.wait_for(
+        asyncio.gather(*(batcher.embed_query(f"mensagem {i}") for i in range(3))), timeout=5
+    )
+    assert embedder.sizes == [1, 3]
+
+
+async def test_while_a_batch_runs_the_next_texts_wait_for_company() -> None:
+    embedder = HeldEmbedder()
+    batcher = EmbeddingBatcher(embedder, max_batch=8, max_wait_ms=200)
+    running = asyncio.create_task(batcher.embed_query("primeira"))
+    await asyncio.sleep(0.05)  # its call is held in its thread
+    later = [asyncio.create_task(batcher.embed_query(f"depois {i}")) for i in range(3)]
+    await asyncio.sleep(0)
+    # Arriving one by one, while a batch runs: each waits for the others, up to the window.
+    for i in range(3, 5):
+        later.append(asyncio.create_task(batcher.embed_query(f"depois {i}")))
+        await asyncio.sleep(0.01)
+    embedder.release.set()
+    await asyncio.wait_for(asyncio.gather(running, *later), timeout=10)
+    assert embedder.sizes == [1, 5]
+    # A text that may wait longer (a reply's vector, off its person's path) still waits
+    # for company when nothing runs.
+    reply = asyncio.create_task(batcher.embed_query("a reply", wait_ms=60_000))
+    await asyncio.sleep(0.3)
+    assert not reply.done()
+    batcher.hurry()
+    await asyncio.wait_for(reply, timeout=10)
+    assert embedder.sizes == [1, 5, 1]

@@ -431,3 +431,34 @@ async def test_full_text_search_time_bound_is_exact(
     assert [node_id for node_id, _ in found] == ["t1"]
     later = await storage.graph.text_search(OWNER, "violino", k=5)
     assert {node_id for node_id, _ in later} == {"t1", "t2"}
+
+
+@pytest.mark.parametrize("store", ["store", "store_many"])
+async def test_a_reply_is_embedded_alone_and_a_message_with_its_earlier_turn(
+    storage: SQLiteStorage, store: str
+) -> None:
+    """A reply's stored vector is its own text's passage (the message it answers is a
+    node of its own); a person's message keeps the turn before it as context."""
+    embedder = HashingEmbedder()
+    memory = GraphMemory(storage, embedder)
+    turns = [
+        node("q", "Minha irmã Ana chega de Lisboa na semana que vem", T0),
+        node(
+            "a",
+            "Que legal! Vocês vão passear juntas?",
+            T0 + timedelta(seconds=5),
+            kind=NodeType.AKIRA_RESPONSE,
+        ),
+        node("r", "Sim, vamos ao museu", T0 + timedelta(seconds=30)),
+    ]
+    if store == "store":
+        for turn in turns:
+            assert await memory.store(turn)
+    else:
+        assert await memory.store_many(turns) == [True, True, True]
+    stored = await memory.graph.vectors(OWNER, ["q", "a", "r"])
+    alone = embedder.embed_passages([t.content for t in turns])
+    with_earlier = embedder.embed_passages([f"{turns[1].content}\n{turns[2].content}"])[0]
+    np.testing.assert_allclose(stored["a"], alone[1], atol=1e-6)
+    np.testing.assert_allclose(stored["r"], with_earlier, atol=1e-6)
+    assert not np.allclose(stored["r"], alone[2], atol=1e-3)
