@@ -10,8 +10,6 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from core.embeddings import HashingEmbedder
-from core.memory.graph import GraphConfig, GraphMemory
 from core.memory.query import (
     QueryConfig,
     asks_for_help,
@@ -19,38 +17,16 @@ from core.memory.query import (
     plan_query,
     self_priors,
 )
-from core.storage import MemoryNode, NodeType, SQLiteStorage
+from core.storage import MemoryNode, SQLiteStorage
+from tests.core.memory.conftest import CHATTER_PT, memory_with, said
 
 OWNER = "telegram:7"
 OWNERS = [OWNER]  # users in the storage fixture (conftest)
 T0 = datetime(2019, 5, 6, 9, 0, tzinfo=UTC)
 
-CHATTER = [
-    "que calor hoje, o ventilador não dá conta",
-    "o trânsito tava um caos, levei uma hora",
-    "assisti um filme bobo ontem à noite",
-    "acabou a internet aqui em casa de novo",
-    "comprei um fone novo, o antigo quebrou",
-    "a reunião podia ter sido um email",
-    "o ônibus atrasou quarenta minutos",
-]
-
-
-def memory_with(storage: SQLiteStorage, **query: object) -> GraphMemory:
-    changed = {k: v for k, v in query.items() if v is not None}
-    config = GraphConfig(query=replace(QueryConfig(), **changed))  # type: ignore[arg-type]
-    return GraphMemory(storage, HashingEmbedder(), config=config)
-
 
 def node(node_id: str, text: str, at: datetime) -> MemoryNode:
-    return MemoryNode(
-        id=node_id,
-        owner=OWNER,
-        content=text,
-        type=NodeType.USER_MESSAGE,
-        timestamp=at,
-        chat_id="dm-7",
-    )
+    return said(OWNER, node_id, text, at, chat_id="dm-7")
 
 
 def test_requests_for_help_are_a_closed_class_of_forms() -> None:
@@ -98,7 +74,7 @@ async def test_a_request_for_help_finds_what_the_person_said_about_themself(
     memory = memory_with(storage, self_prior=self_prior)
     await memory.store(node("lactose", "sou intolerante a lactose e vivo esquecendo", T0))
     at = T0 + timedelta(days=1)
-    for i, text in enumerate(CHATTER):
+    for i, text in enumerate(CHATTER_PT):
         await memory.store(node(f"c{i}", text, at))
         at += timedelta(hours=7)
     # Lines sharing the request's words, none about the person.
@@ -126,7 +102,9 @@ def test_only_the_closest_self_descriptions_are_seeded() -> None:
     query = rng.standard_normal(16).astype(np.float32)
     query /= np.linalg.norm(query)
     pool = [node(f"s{i}", f"sou fã de coisa número {i}", T0 + timedelta(hours=i)) for i in range(8)]
-    pool += [node(f"c{i}", text, T0 + timedelta(days=1, hours=i)) for i, text in enumerate(CHATTER)]
+    pool += [
+        node(f"c{i}", text, T0 + timedelta(days=1, hours=i)) for i, text in enumerate(CHATTER_PT)
+    ]
     vectors = {}
     for n, item in enumerate(pool):
         noise = rng.standard_normal(16).astype(np.float32)

@@ -11,6 +11,7 @@ from core.embeddings import HashingEmbedder
 from core.memory.graph import GraphMemory
 from core.memory.query import QueryConfig, plan_query
 from core.storage import MemoryNode, NodeType, SQLiteStorage
+from tests.core.memory.conftest import ranked
 
 OWNER = "telegram:42"
 OWNERS = [OWNER]  # users in the storage fixture (conftest)
@@ -57,19 +58,6 @@ async def chatter(memory: GraphMemory, start: datetime, every: timedelta) -> dat
         await memory.store(node(f"c{i}", text, at))
         at += every
     return at
-
-
-async def ranked(memory: GraphMemory, message: MemoryNode, limit: int = 5) -> list[str]:
-    await memory.store(message)
-    recall = await memory.recall(
-        OWNER,
-        message.content,
-        scopes=None,
-        limit=limit,
-        exclude_ids=[message.id],
-        at=message.timestamp,
-    )
-    return [r.node.id for r in recall.nodes]
 
 
 async def test_an_announced_event_is_picked_up_by_a_follow_up_without_shared_words(

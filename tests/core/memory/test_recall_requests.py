@@ -4,61 +4,21 @@ searched without its wrapper. A real SQLite file and the hashing embedder."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.embeddings import HashingEmbedder
-from core.memory.graph import GraphConfig, GraphMemory
 from core.memory.query import QueryConfig, names_its_subject, plan_query, recall_request
-from core.storage import MemoryNode, NodeType, SQLiteStorage
+from core.storage import MemoryNode, SQLiteStorage
+from tests.core.memory.conftest import CHATTER_PT, memory_with, ranked, said
 
 OWNER = "telegram:7"
 OWNERS = [OWNER]  # users in the storage fixture (conftest)
 T0 = datetime(2019, 5, 6, 9, 0, tzinfo=UTC)  # a Monday; everything is relative to it
 
-CHATTER = [
-    "que calor hoje, o ventilador não dá conta",
-    "o trânsito tava um caos, levei uma hora",
-    "assisti um filme bobo ontem à noite",
-    "acabou a internet aqui em casa de novo",
-    "comprei um fone novo, o antigo quebrou",
-    "a reunião podia ter sido um email",
-    "fiz uma faxina geral no apartamento",
-    "o ônibus atrasou quarenta minutos",
-]
-
-
-def memory_with(storage: SQLiteStorage, **query: object) -> GraphMemory:
-    """The defaults, but for the ``query`` settings given (None: the default kept)."""
-    changed = {k: v for k, v in query.items() if v is not None}
-    config = GraphConfig(query=replace(QueryConfig(), **changed))  # type: ignore[arg-type]
-    return GraphMemory(storage, HashingEmbedder(), config=config)
-
 
 def node(node_id: str, text: str, at: datetime) -> MemoryNode:
-    return MemoryNode(
-        id=node_id,
-        owner=OWNER,
-        content=text,
-        type=NodeType.USER_MESSAGE,
-        timestamp=at,
-        chat_id="dm-7",
-    )
-
-
-async def ranked(memory: GraphMemory, message: MemoryNode, limit: int = 5) -> list[str]:
-    await memory.store(message)
-    recall = await memory.recall(
-        OWNER,
-        message.content,
-        scopes=None,
-        limit=limit,
-        exclude_ids=[message.id],
-        at=message.timestamp,
-    )
-    return [r.node.id for r in recall.nodes]
+    return said(OWNER, node_id, text, at, chat_id="dm-7")
 
 
 def test_which_messages_name_their_subject() -> None:
@@ -102,7 +62,7 @@ async def test_a_question_naming_its_subject_leans_less_on_an_announced_event(
     # Announced for the next day: come due by the question, an open thread.
     await memory.store(node("eclipse", "vi que amanhã vai ter eclipse", T0 + timedelta(days=1)))
     at = T0 + timedelta(days=2)
-    for i, text in enumerate(CHATTER):
+    for i, text in enumerate(CHATTER_PT):
         await memory.store(node(f"c{i}", text, at))
         at += timedelta(hours=7)
     question = node(
@@ -124,7 +84,7 @@ async def test_a_recall_request_is_searched_without_its_wrapper(
     memory = memory_with(storage, request_query=request_query)
     await memory.store(node("wake", "acordo de madrugada todo dia pra abrir a padaria", T0))
     at = T0 + timedelta(days=1)
-    for i, text in enumerate(CHATTER):
+    for i, text in enumerate(CHATTER_PT):
         await memory.store(node(f"c{i}", text, at))
         at += timedelta(hours=7)
     await memory.store(node("note", "falei pro meu irmão que ele nunca lembra de nada", at))
