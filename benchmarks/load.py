@@ -794,6 +794,12 @@ def add_storage_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--postgres-server", default="postgresql://postgres@127.0.0.1:5432")
     p.add_argument(
+        "--postgres-pool-size",
+        type=int,
+        default=8,
+        help="each bot process's pooled connections (AKIRA_STORAGE__POSTGRES_POOL_SIZE)",
+    )
+    p.add_argument(
         "--postgres-socket",
         default=None,
         metavar="DIR",
@@ -845,7 +851,11 @@ def storage_settings(args: argparse.Namespace, dsn: str | None) -> dict[str, Any
     # With more, the first burst opened a connection (a server process, its statements
     # prepared and planned anew) for nearly every person, on the cores the bots need
     # (docs/storage.md, Session 6).
-    return {"backend": "postgres", "postgres_dsn": dsn, "postgres_pool_size": 8}
+    return {
+        "backend": "postgres",
+        "postgres_dsn": dsn,
+        "postgres_pool_size": args.postgres_pool_size,
+    }
 
 
 class RoundRobinEngine(ShardedEngine):

@@ -111,11 +111,15 @@ async def test_profile_command_and_admin_user_show_what_was_learned() -> None:
 
 async def test_interests_fade_with_message_time() -> None:
     """90 days after the story nothing is a favourite any more: one new message about
-    food is the only topic left (time is the messages', not the clock's)."""
+    food is the only topic left (time is the messages', not the clock's). What a message
+    teaches is learned once its vector and tags are stored, off the person's path, so the
+    message's own prompt may come before it; their next message waits for it (on either
+    backend), and its prompt has it."""
     async with BotTester(script=lambda *_: "Entendo.", settings=SETTINGS) as bot:
         await _tell_story(bot)
         later = DAY30 + timedelta(days=90)
         await bot.send("vou cozinhar um jantar hoje", at=later)
+        await bot.send("depois te conto", at=later + timedelta(minutes=1))
         about = _section(bot.last_system_prompt, "About this person")
         assert "Topics they care about: food" in about.splitlines()
 

@@ -226,11 +226,41 @@ class _Arrivals:
                     registered.set_exception(StorageError("the storage is closing"))
 
 
+class _Here:
+    """A person's messages in this process: only the earliest of them asks PostgreSQL
+    for the person's lock, one at a time. Without this, a message waiting behind one of
+    the person's own messages in the same process polled the lock (two round trips a
+    try: the lock is counted up on the shared session, then given back, an earlier
+    arrival waiting) for as long as the other was answered; its turn here comes the
+    moment the other is done, without a poll's pause."""
+
+    def __init__(self) -> None:
+        self.waiting: set[tuple[float, int, int]] = set()
+        self.asking = False  # one of them is trying, or holds, the person's lock
+        self._wakers: list[asyncio.Future[None]] = []
+
+    async def turn(self, mine: tuple[float, int, int]) -> None:
+        """Wait until ``mine`` is the earliest waiting and nobody here asks; then ask."""
+        while self.asking or min(self.waiting) != mine:
+            woken = asyncio.get_running_loop().create_future()
+            self._wakers.append(woken)
+            await woken
+        self.asking = True
+
+    def step_aside(self) -> None:
+        self.asking = False
+        wakers, self._wakers = self._wakers, []
+        for woken in wakers:
+            if not woken.done():
+                woken.set_result(None)
+
+
 class PersonLocks:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
         self._sessions = [_Session(db) for _ in range(SESSIONS)]
         self._arrivals = _Arrivals(db)
+        self._here: dict[str, _Here] = {}
         self.waits = 0  # times another process was serving the person (observability)
         self.yielded = 0  # times an earlier message of the person was let go first
 
@@ -263,9 +293,20 @@ class PersonLocks:
             await session.fetchrow(_UNLOCK, key)
             held = False
 
+        # This process's earlier messages of the person go first (the order PostgreSQL
+        # checks, (sent_at, message_no, arrival), so none of them is the earlier arrival
+        # the statement finds), and one at a time.
+        here = self._here.get(owner)
+        if here is None:
+            here = self._here[owner] = _Here()
+        mine = (when, number, arrival)
+        here.waiting.add(mine)
+        asking = False
         pause = RETRY_S
         try:
             while True:
+                await here.turn(mine)
+                asking = True
                 row = await _to_the_end(try_first())
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
@@ -286,6 +327,10 @@ class PersonLocks:
                     # later than this one: it goes first.
                     self.yielded += 1
                     await _to_the_end(let_go())
+                # A message of the person that reached this process meanwhile may be
+                # the earlier one: it may ask while this one waits.
+                here.step_aside()
+                asking = False
                 # Waiting by trying again, never on a pooled connection: waiters holding
                 # the pool would leave the holder none to finish with. Which waiter goes
                 # next is the arrivals' order, not the lock's queue.
@@ -293,7 +338,15 @@ class PersonLocks:
                 pause = min(pause * 2, MAX_RETRY_S)
             yield
         finally:
-            await self._done(session, owner, arrival, key, granted=granted, held=held)
+            try:
+                await self._done(session, owner, arrival, key, granted=granted, held=held)
+            finally:
+                here.waiting.discard(mine)
+                if not here.waiting:
+                    if self._here.get(owner) is here:
+                        del self._here[owner]
+                elif asking or not here.asking:
+                    here.step_aside()  # the next of the person's messages here asks
 
     async def _done(
         self,

@@ -56,6 +56,27 @@ async def test_the_earlier_message_goes_first_whichever_process_has_it(
     assert await first.db.fetchval("SELECT count(*) FROM person_arrivals") == 0
 
 
+async def test_a_later_message_in_the_holders_process_waits_there_without_asking(
+    two_processes: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    """A person's second message in the process serving their first waits in the
+    process, not by trying the lock in PostgreSQL (which it used to: the lock counts up
+    on the shared session, an earlier arrival waits, let go, try again), and goes the
+    moment the first is done."""
+    first, _ = two_processes
+    served = Served()
+    holder = await served.hold(first)
+    later = asyncio.create_task(served.serve(first, "3", 3))
+    await asyncio.sleep(0.3)  # a waiter polling PostgreSQL would have tried ~8 times
+    assert served.order == ["2"]
+    assert (first.locks.yielded, first.locks.waits) == (0, 0)
+    served.release.set()
+    await asyncio.wait_for(asyncio.gather(holder, later), 10)
+    assert served.order == ["2", "3"]
+    assert (first.locks.yielded, first.locks.waits) == (0, 0)
+    assert await first.db.fetchval("SELECT count(*) FROM person_arrivals") == 0
+
+
 async def test_the_lock_stores_the_time_seen_and_hands_ensure_the_current_user_row(
     two_processes: tuple[PostgresStorage, PostgresStorage],
 ) -> None:
