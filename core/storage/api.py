@@ -557,6 +557,18 @@ class MemoryStore(OwnedData):
         """By priority (critical first), then most recently updated; with ``at`` expired
         ones are left out; ``scopes`` limits the privacy scopes (None = all)."""
 
+    def expect_entries(
+        self, owner: str, *, at: datetime, scopes: Sequence[str] | None = None
+    ) -> None:
+        """A hint: this message will ask for ``entries(owner, at=at, scopes=scopes)``
+        (the prompt's memories). A backend that can read them with another statement of
+        the message does (PostgreSQL: with the full-text search's, one round trip
+        less); ``entries`` then answers from that read, once. Nothing by default."""
+
+    def unexpect_entries(self, owner: str) -> None:
+        """The message is done: a read expected of ``owner`` and not asked for is
+        dropped, never answered to a later message."""
+
     @abstractmethod
     async def by_tag(
         self, owner: str, tag: str, *, at: datetime | None = None, limit: int = 100

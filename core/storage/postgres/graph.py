@@ -39,6 +39,7 @@ from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
 from core.storage.owner_words import search_words
 from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import ConnectionPool, PgDatabase, affected
+from core.storage.postgres.memories import NULL_MEMORY_COLUMNS
 from core.storage.postgres.nodes import (
     BUMP_VERSION,
     INSERT_NODE,
@@ -999,15 +1000,36 @@ class PgGraphStore(GraphStore):
         args.append(FTS_WINDOW)
         window = len(args)
         args.append(k)
+        expected = self.db.expected_entries.get(owner)
+        ride = expected is not None and expected.found is None
         sql = (
-            "SELECT w.id, ts_rank(w.words, q.query) AS score FROM (SELECT"
+            "SELECT w.id, ts_rank(w.words, q.query) AS score"
+            + (", w.ts, w.seq" if ride else "")
+            + " FROM (SELECT"
             " to_tsquery('pg_catalog.portuguese', $2) || to_tsquery('pg_catalog.english', $2)"
             " AS query) AS q, LATERAL (SELECT n.id, n.words, n.ts, n.seq FROM nodes n"
             f" WHERE {inner} ORDER BY n.ts DESC, n.seq DESC LIMIT ${window}) AS w"
             f" ORDER BY score DESC, w.ts DESC, w.seq DESC LIMIT ${len(args)}"
         )
-        rows = await self.db.fetch(sql, *args)
-        return [(row["id"], float(row["score"])) for row in rows if row["score"] > 0]
+        if expected is None or not ride:
+            rows = await self.db.fetch(sql, *args)
+            return [(row["id"], float(row["score"])) for row in rows if row["score"] > 0]
+        # The prompt's memories, which this message asks for next, in the same round
+        # trip: part 0 the matches, part 1 the memories, each in its order (``rank``).
+        rows = await self.db.fetch(
+            f"SELECT 0 AS part, {NULL_MEMORY_COLUMNS}, t.id AS text_id, t.score,"
+            " row_number() OVER (ORDER BY t.score DESC, t.ts DESC, t.seq DESC) AS rank"
+            f" FROM ({sql}) AS t UNION ALL "
+            + expected.part(owner, args, "NULL::text, NULL::real")
+            + " ORDER BY part, rank",
+            *args,
+        )
+        expected.take(r for r in rows if r["part"] == 1)
+        return [
+            (row["text_id"], float(row["score"]))
+            for row in rows
+            if row["part"] == 0 and row["score"] > 0
+        ]
 
     async def edges(self, owner: str, node_ids: Sequence[str]) -> list[Edge]:
         ids = list(dict.fromkeys(node_ids))

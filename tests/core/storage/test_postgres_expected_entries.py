@@ -1,0 +1,90 @@
+"""On PostgreSQL the prompt's structured memories ride on the recall's full-text search:
+a message that says it will ask for them (``expect_entries``) gets them, in order and as
+another process left them, without a statement of their own; the read answers that
+message once, never a later one, and never another time or scope."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from core.storage.postgres import PostgresStorage
+from tests.core.storage.conftest import statements_sent
+from tests.core.storage.contract.test_contract import MODEL, unit
+from tests.core.storage.test_postgres_kept_nodes import turn
+
+A = "telegram:1"
+OWNERS = [A]
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+AT = T0 + timedelta(hours=1)
+
+
+@pytest.fixture
+async def two(
+    two_processes: tuple[PostgresStorage, PostgresStorage],
+) -> tuple[PostgresStorage, PostgresStorage]:
+    first, second = two_processes
+    for store in (first, second):
+        await store.graph.check_model(MODEL, 8)
+    await first.graph.add_node(turn("n1", 1), vector=unit(1), model=MODEL)
+    # Written by the other process: the ride reads the database, nothing kept.
+    await second.memories.upsert(A, "fact", "pet", "has a cat named Miso", at=T0)
+    await second.memories.upsert(
+        A, "identity", "name", "is called Ana", priority="critical", at=T0 + timedelta(1)
+    )
+    await second.memories.upsert(A, "note", "gone", "expired", expires_at=T0, at=T0)
+    await second.memories.upsert(A, "fact", "work", "works in a group", scope="g1", at=T0)
+    return first, second
+
+
+async def test_the_prompts_memories_ride_on_the_full_text_search(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, second = two
+    wanted = await second.memories.entries(A, at=AT, scopes=["dm"])
+    assert [m.key for m in wanted] == ["name", "pet"]
+    async with first.serving(A):
+        first.memories.expect_entries(A, at=AT, scopes=["dm"])
+        with statements_sent(first.db) as sent:
+            hits = await first.graph.text_search(A, "turn n1", k=5)
+            found = await first.memories.entries(A, at=AT, scopes=["dm"])
+        first.memories.unexpect_entries(A)
+    assert [h for h, _ in hits] == ["n1"]
+    assert found == wanted
+    assert len(sent) == 1  # one round trip for both
+
+
+async def test_the_ride_answers_once_and_only_what_was_expected(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    first, second = two
+    async with first.serving(A):
+        first.memories.expect_entries(A, at=AT, scopes=["dm"])
+        await first.graph.text_search(A, "turn", k=5)
+        with statements_sent(first.db) as sent:
+            # Another time, another scope: read on their own.
+            before = await first.memories.entries(A, at=T0 - timedelta(1), scopes=["dm"])
+            everywhere = await first.memories.entries(A, at=AT)
+        assert [m.key for m in before] == ["name", "gone", "pet"]
+        assert sorted(m.key for m in everywhere) == ["name", "pet", "work"]
+        assert len(sent) == 2
+        # What was expected, from the ride; then a forget-me by the other process: the
+        # message already read (as a statement of its own would have, a moment
+        # earlier); a second ask is not answered from the ride again.
+        with statements_sent(first.db) as sent:
+            assert [m.key for m in await first.memories.entries(A, at=AT, scopes=["dm"])] == [
+                "name",
+                "pet",
+            ]
+        assert sent == []
+        await second.memories.delete_owner(A)
+        with statements_sent(first.db) as sent:
+            assert await first.memories.entries(A, at=AT, scopes=["dm"]) == []
+        assert len(sent) == 1
+        # Expected but the message ended before asking: never answered later.
+        first.memories.expect_entries(A, at=AT, scopes=["dm"])
+        first.memories.unexpect_entries(A)
+        with statements_sent(first.db) as sent:
+            await first.graph.text_search(A, "turn", k=5)
+        assert len(sent) == 1 and "structured_memories" not in sent[0]
