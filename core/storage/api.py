@@ -260,6 +260,16 @@ class GraphStore(OwnedData):
     ) -> tuple[str, datetime] | None:
         """The owner's most recent node (of ``node_type``, if given) at or before ``at``."""
 
+    async def latest_nodes(
+        self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str
+    ) -> tuple[tuple[str, datetime] | None, tuple[str, datetime] | None]:
+        """``latest_node`` of any type and of ``node_type``, both (a backend may read
+        them in one round trip)."""
+        return (
+            await self.latest_node(owner, at=at, exclude=exclude),
+            await self.latest_node(owner, at=at, exclude=exclude, node_type=node_type),
+        )
+
     @abstractmethod
     async def previous_in_chat(
         self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1

@@ -512,6 +512,33 @@ class PgGraphStore(GraphStore):
         row = await self.db.fetchrow(sql + " ORDER BY ts DESC, seq DESC LIMIT 1", *args)
         return (row["id"], from_ts(row["ts"])) if row is not None else None
 
+    async def latest_nodes(
+        self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str
+    ) -> tuple[tuple[str, datetime] | None, tuple[str, datetime] | None]:
+        found: list[tuple[str, datetime] | None] = []
+        for kind in (None, node_type):
+            kept = await self.nodes.latest_matching(owner, 1, latest_rows(at, exclude, kind))
+            if kept is None:
+                break
+            found.append((kept[0].id, from_ts(kept[0].ts)) if kept else None)
+        else:
+            return found[0], found[1]
+        # Not both kept: both in one round trip (part 0 any type, part 1 of the type).
+        rows = await self.db.fetch(
+            "SELECT * FROM (SELECT 0 AS part, id, ts FROM nodes WHERE owner = $1 AND ts <= $2"
+            " AND id <> $3 ORDER BY ts DESC, seq DESC LIMIT 1) AS a UNION ALL"
+            " SELECT * FROM (SELECT 1, id, ts FROM nodes WHERE owner = $1 AND ts <= $2"
+            " AND id <> $3 AND type = $4 ORDER BY ts DESC, seq DESC LIMIT 1) AS b",
+            owner,
+            to_ts(at),
+            exclude or "",
+            node_type,
+        )
+        parts: dict[int, tuple[str, datetime]] = {
+            row["part"]: (row["id"], from_ts(row["ts"])) for row in rows
+        }
+        return parts.get(0), parts.get(1)
+
     async def previous_in_chat(
         self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
     ) -> list[MemoryNode]:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.storage.postgres import PostgresStorage
+from core.storage.records import NodeType
 from tests.core.storage.conftest import statements_sent
 from tests.core.storage.contract.test_contract import MODEL, unit
 from tests.core.storage.test_postgres_kept_nodes import turn
@@ -88,3 +89,24 @@ async def test_the_ride_answers_once_and_only_what_was_expected(
         with statements_sent(first.db) as sent:
             await first.graph.text_search(A, "turn", k=5)
         assert len(sent) == 1 and "structured_memories" not in sent[0]
+
+
+async def test_the_latest_node_and_the_latest_of_a_type_in_one_round_trip(
+    two: tuple[PostgresStorage, PostgresStorage],
+) -> None:
+    """A new message's follow-up links ask for both; the other process keeps nothing of
+    the person, so it reads them, in one statement, as two reads would have found them."""
+    first, second = two
+    reply = turn("r1", 2)
+    reply.type = NodeType.AKIRA_RESPONSE
+    await first.graph.add_node(reply, vector=unit(2), model=MODEL)
+    at = T0 + timedelta(minutes=3)
+    for node_type in (NodeType.USER_MESSAGE.value, NodeType.AKIRA_RESPONSE.value, "none"):
+        with statements_sent(second.db) as sent:
+            both = await second.graph.latest_nodes(A, at=at, exclude="n9", node_type=node_type)
+        assert len(sent) == 1
+        assert both == (
+            await second.graph.latest_node(A, at=at, exclude="n9"),
+            await second.graph.latest_node(A, at=at, exclude="n9", node_type=node_type),
+        )
+    assert both[0] is not None and both[0][0] == "r1" and both[1] is None
