@@ -6,14 +6,20 @@ message once, never a later one, and never another time or scope."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from akira_bot.app import build_engine
+from akira_bot.settings import Settings
+from akira_bot.testing.messages import ask, make_message
+from core.llm import ScriptedProvider
 from core.storage.postgres import PostgresStorage
 from core.storage.records import NodeType
 from tests.core.storage.conftest import statements_sent
 from tests.core.storage.contract.test_contract import MODEL, unit
 from tests.core.storage.test_postgres_kept_nodes import turn
+from tests.postgres import postgres_database
 
 A = "telegram:1"
 OWNERS = [A]
@@ -110,3 +116,35 @@ async def test_the_latest_node_and_the_latest_of_a_type_in_one_round_trip(
             await second.graph.latest_node(A, at=at, exclude="n9", node_type=node_type),
         )
     assert both[0] is not None and both[0][0] == "r1" and both[1] is None
+
+
+async def test_a_message_on_postgres_reads_its_memories_with_its_full_text_search(
+    tmp_path: Path,
+) -> None:
+    """The real pipeline: ``structured_expect`` before ``recall`` makes the prompt's
+    memories ride on the recall's search; the prompt holds them all the same."""
+    async with postgres_database() as dsn:
+        settings = Settings.model_validate(
+            {
+                "data_dir": tmp_path,
+                "llm": {"provider": "scripted"},
+                "embedding": {"backend": "hashing"},
+                "emotion": {"detector": "lexicon"},
+                "memory": {"extraction": False},
+                "storage": {"backend": "postgres", "postgres_dsn": dsn},
+            }
+        )
+        provider = ScriptedProvider(["oi", "ok"])
+        engine = build_engine(settings, llm=provider)
+        async with engine:
+            names = engine.pipeline.names
+            assert names.index("structured_expect") < names.index("recall")
+            await ask(engine, make_message("hello there, my cat sleeps", at=T0))
+            owner = "telegram:42"
+            await engine.storage.memories.upsert(owner, "fact", "pet", "has a cat named Miso")
+            db = engine.storage.db  # type: ignore[attr-defined]
+            with statements_sent(db) as sent:
+                await ask(engine, make_message("what about my cat?", at=AT))
+        assert "has a cat named Miso" in "\n".join(m.content for m in provider.prompts[-1])
+        assert not [s for s in sent if s.startswith("SELECT m.id")]  # no read of its own
+        assert [s for s in sent if "structured_memories m" in s and "ts_rank" in s]
