@@ -16,12 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.memory.extraction import MemoryExtractor
-from core.memory.structured import (
-    EXTRAS_KEY,
-    StructuredExpectStage,
-    StructuredMemories,
-    StructuredRecallStage,
-)
+from core.memory.structured import EXTRAS_KEY, StructuredMemories, StructuredRecallStage
 
 if TYPE_CHECKING:
     from akira_bot.plugins import PluginAPI
@@ -42,8 +37,6 @@ def setup(api: PluginAPI) -> None:
     stage = StructuredRecallStage(memories)
     if "recall" in pipeline.names:
         pipeline.add(stage, after="recall")
-        # Its read can ride on the recall's full-text search (PostgreSQL).
-        pipeline.add(StructuredExpectStage(memories), before="recall")
     else:  # a custom pipeline without the default recall stage
         pipeline.add(stage, before="prompt" if "prompt" in pipeline.names else None)
     if extraction_enabled(settings):

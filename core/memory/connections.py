@@ -166,7 +166,8 @@ class ConnectionDetector:
         )
         # The latest node, and the person's own latest message of the same type when a
         # reply sits in between: msg -> reply -> msg chains stay two hops short.
-        latest_any, latest_same = await self.graph.latest_nodes(
+        latest_any = await self.graph.latest_node(node.owner, at=node.timestamp, exclude=node.id)
+        latest_same = await self.graph.latest_node(
             node.owner, at=node.timestamp, exclude=node.id, node_type=node.type.value
         )
         if target is not None and target.id != node.id:

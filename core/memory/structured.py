@@ -373,16 +373,6 @@ class StructuredMemories:
         """Unexpired memories at ``at``, by priority then recency."""
         return await self.store.entries(owner, at=at, scopes=scopes)
 
-    def expect_active(
-        self, owner: str, *, at: datetime, scopes: Sequence[str] | None = None
-    ) -> None:
-        """This message will ask for ``active(owner, at=at, scopes=scopes)``: the store
-        may read it with an earlier statement of the message (see ``expect_entries``)."""
-        self.store.expect_entries(owner, at=at, scopes=scopes)
-
-    def unexpect_active(self, owner: str) -> None:
-        self.store.unexpect_entries(owner)
-
     async def all(
         self, owner: str, *, limit: int | None = None, offset: int = 0
     ) -> list[StructuredMemory]:
@@ -436,25 +426,6 @@ def recall_scopes(ctx: TurnContext) -> list[str] | None:
     if chat.kind is ChatKind.DM or ctx.services.config.share_private_memory_in_groups:
         return None
     return [chat.privacy_scope]
-
-
-class StructuredExpectStage:
-    """Before "recall": tells the store the prompt's memories will be asked for
-    (:class:`StructuredRecallStage`), so that PostgreSQL reads them with the recall's
-    full-text search instead of a round trip of their own; drops the hint when the
-    message is done."""
-
-    name = "structured_expect"
-
-    def __init__(self, memories: StructuredMemories) -> None:
-        self.memories = memories
-
-    async def __call__(self, ctx: TurnContext, call_next: CallNext) -> None:
-        self.memories.expect_active(ctx.owner, at=ctx.message.sent_at, scopes=recall_scopes(ctx))
-        try:
-            await call_next()
-        finally:
-            self.memories.unexpect_active(ctx.owner)
 
 
 class StructuredRecallStage:

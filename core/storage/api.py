@@ -260,16 +260,6 @@ class GraphStore(OwnedData):
     ) -> tuple[str, datetime] | None:
         """The owner's most recent node (of ``node_type``, if given) at or before ``at``."""
 
-    async def latest_nodes(
-        self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str
-    ) -> tuple[tuple[str, datetime] | None, tuple[str, datetime] | None]:
-        """``latest_node`` of any type and of ``node_type``, both (a backend may read
-        them in one round trip)."""
-        return (
-            await self.latest_node(owner, at=at, exclude=exclude),
-            await self.latest_node(owner, at=at, exclude=exclude, node_type=node_type),
-        )
-
     @abstractmethod
     async def previous_in_chat(
         self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
@@ -566,18 +556,6 @@ class MemoryStore(OwnedData):
     ) -> list[StructuredMemory]:
         """By priority (critical first), then most recently updated; with ``at`` expired
         ones are left out; ``scopes`` limits the privacy scopes (None = all)."""
-
-    def expect_entries(
-        self, owner: str, *, at: datetime, scopes: Sequence[str] | None = None
-    ) -> None:
-        """A hint: this message will ask for ``entries(owner, at=at, scopes=scopes)``
-        (the prompt's memories). A backend that can read them with another statement of
-        the message does (PostgreSQL: with the full-text search's, one round trip
-        less); ``entries`` then answers from that read, once. Nothing by default."""
-
-    def unexpect_entries(self, owner: str) -> None:
-        """The message is done: a read expected of ``owner`` and not asked for is
-        dropped, never answered to a later message."""
 
     @abstractmethod
     async def by_tag(

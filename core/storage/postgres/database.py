@@ -24,7 +24,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import asyncpg
 import numpy as np
@@ -33,9 +33,6 @@ from core.storage.errors import StorageError, StorageFullError, StorageUnavailab
 from core.storage.postgres.pending import FLUSH, PendingWrites
 from core.storage.records import MemoryNode
 from core.storage.schema import Migration
-
-if TYPE_CHECKING:
-    from core.storage.postgres.memories import ExpectedEntries
 
 log = logging.getLogger(__name__)
 
@@ -259,9 +256,6 @@ class PgDatabase:
         # the next ensure of that person takes it instead of asking (once; dropped with
         # the lock and with anything else kept of the person).
         self.granted_users: dict[str, Mapping[str, Any]] = {}
-        # The prompt's memories a message being served will ask for, read with its
-        # full-text search (core.storage.postgres.memories.ExpectedEntries).
-        self.expected_entries: dict[str, ExpectedEntries] = {}
         # The people whose lock this process holds now (how many of their messages),
         # and their wait=False writes that ride on the lock's release
         # (core.storage.postgres.pending).

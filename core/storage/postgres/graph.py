@@ -39,7 +39,6 @@ from core.storage.latest_nodes import chat_rows, latest_rows, node_from_kept
 from core.storage.owner_words import search_words
 from core.storage.postgres.changes import CHANNEL, notify
 from core.storage.postgres.database import ConnectionPool, PgDatabase, affected
-from core.storage.postgres.memories import NULL_MEMORY_COLUMNS
 from core.storage.postgres.nodes import (
     BUMP_VERSION,
     INSERT_NODE,
@@ -511,33 +510,6 @@ class PgGraphStore(GraphStore):
             sql += " AND type = $4"
         row = await self.db.fetchrow(sql + " ORDER BY ts DESC, seq DESC LIMIT 1", *args)
         return (row["id"], from_ts(row["ts"])) if row is not None else None
-
-    async def latest_nodes(
-        self, owner: str, *, at: datetime, exclude: str | None = None, node_type: str
-    ) -> tuple[tuple[str, datetime] | None, tuple[str, datetime] | None]:
-        found: list[tuple[str, datetime] | None] = []
-        for kind in (None, node_type):
-            kept = await self.nodes.latest_matching(owner, 1, latest_rows(at, exclude, kind))
-            if kept is None:
-                break
-            found.append((kept[0].id, from_ts(kept[0].ts)) if kept else None)
-        else:
-            return found[0], found[1]
-        # Not both kept: both in one round trip (part 0 any type, part 1 of the type).
-        rows = await self.db.fetch(
-            "SELECT * FROM (SELECT 0 AS part, id, ts FROM nodes WHERE owner = $1 AND ts <= $2"
-            " AND id <> $3 ORDER BY ts DESC, seq DESC LIMIT 1) AS a UNION ALL"
-            " SELECT * FROM (SELECT 1, id, ts FROM nodes WHERE owner = $1 AND ts <= $2"
-            " AND id <> $3 AND type = $4 ORDER BY ts DESC, seq DESC LIMIT 1) AS b",
-            owner,
-            to_ts(at),
-            exclude or "",
-            node_type,
-        )
-        parts: dict[int, tuple[str, datetime]] = {
-            row["part"]: (row["id"], from_ts(row["ts"])) for row in rows
-        }
-        return parts.get(0), parts.get(1)
 
     async def previous_in_chat(
         self, owner: str, chat_id: str, *, at: datetime, since: datetime, limit: int = 1
@@ -1027,36 +999,15 @@ class PgGraphStore(GraphStore):
         args.append(FTS_WINDOW)
         window = len(args)
         args.append(k)
-        expected = self.db.expected_entries.get(owner)
-        ride = expected is not None and expected.found is None
         sql = (
-            "SELECT w.id, ts_rank(w.words, q.query) AS score"
-            + (", w.ts, w.seq" if ride else "")
-            + " FROM (SELECT"
+            "SELECT w.id, ts_rank(w.words, q.query) AS score FROM (SELECT"
             " to_tsquery('pg_catalog.portuguese', $2) || to_tsquery('pg_catalog.english', $2)"
             " AS query) AS q, LATERAL (SELECT n.id, n.words, n.ts, n.seq FROM nodes n"
             f" WHERE {inner} ORDER BY n.ts DESC, n.seq DESC LIMIT ${window}) AS w"
             f" ORDER BY score DESC, w.ts DESC, w.seq DESC LIMIT ${len(args)}"
         )
-        if expected is None or not ride:
-            rows = await self.db.fetch(sql, *args)
-            return [(row["id"], float(row["score"])) for row in rows if row["score"] > 0]
-        # The prompt's memories, which this message asks for next, in the same round
-        # trip: part 0 the matches, part 1 the memories, each in its order (``rank``).
-        rows = await self.db.fetch(
-            f"SELECT 0 AS part, {NULL_MEMORY_COLUMNS}, t.id AS text_id, t.score,"
-            " row_number() OVER (ORDER BY t.score DESC, t.ts DESC, t.seq DESC) AS rank"
-            f" FROM ({sql}) AS t UNION ALL "
-            + expected.part(owner, args, "NULL::text, NULL::real")
-            + " ORDER BY part, rank",
-            *args,
-        )
-        expected.take(r for r in rows if r["part"] == 1)
-        return [
-            (row["text_id"], float(row["score"]))
-            for row in rows
-            if row["part"] == 0 and row["score"] > 0
-        ]
+        rows = await self.db.fetch(sql, *args)
+        return [(row["id"], float(row["score"])) for row in rows if row["score"] > 0]
 
     async def edges(self, owner: str, node_ids: Sequence[str]) -> list[Edge]:
         ids = list(dict.fromkeys(node_ids))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -113,11 +112,10 @@ def archived(m: StructuredMemory, *, replaced_at: datetime, change: str) -> Memo
 
 
 class _Filter:
-    """A WHERE clause built with numbered parameters (``args``: those of a statement it
-    joins, the owner first)."""
+    """A WHERE clause built with numbered parameters."""
 
-    def __init__(self, owner: str, args: list[Any] | None = None) -> None:
-        self.args: list[Any] = [owner] if args is None else args
+    def __init__(self, owner: str) -> None:
+        self.args: list[Any] = [owner]
         self.sql = "m.owner = $1"
 
     def add(self, clause: str, *values: Any) -> None:
@@ -144,59 +142,9 @@ class _Filter:
         return f"${len(self.args)}"
 
 
-# The memory columns as NULLs of their types, for the rows of another part of a statement.
-NULL_MEMORY_COLUMNS = ", ".join(
-    f"(NULL::structured_memories).{c.strip()}" for c in COLUMNS.split(",")
-)
-
-
-@dataclass
-class ExpectedEntries:
-    """``entries(owner, at=at, scopes=scopes)``, expected by the message being served:
-    the first statement of the message that can carry it reads it too (the full-text
-    search's, :meth:`PgGraphStore.text_search`), and ``entries`` answers from ``found``
-    once. Same snapshot rules as a statement of its own a moment later: read under the
-    same lock, within the same message."""
-
-    at: datetime
-    scopes: tuple[str, ...] | None
-    found: list[StructuredMemory] | None = None
-
-    def part(self, owner: str, args: list[Any], others: str) -> str:
-        """Part 1 of a ``UNION ALL`` after another statement's part 0 (whose parameters
-        are ``args``, the owner as $1; this part's are appended): the part, the memory's
-        columns, ``others`` (that statement's columns, as NULLs) and the memory's rank."""
-        where = _Filter(owner, args)
-        where.active(self.at)
-        where.scopes(self.scopes)
-        return (
-            f"SELECT 1, {_M_COLUMNS}, {others}, row_number() OVER (ORDER BY {_ORDER})"
-            f" FROM structured_memories m WHERE {where.sql}"
-        )
-
-    def take(self, rows: Iterable[Any]) -> None:
-        self.found = [memory_from_row(r) for r in rows]
-
-
 class PgMemoryStore(MemoryStore):
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
-
-    def expect_entries(
-        self, owner: str, *, at: datetime, scopes: Sequence[str] | None = None
-    ) -> None:
-        self.db.expected_entries[owner] = ExpectedEntries(
-            at, None if scopes is None else tuple(scopes)
-        )
-
-    def unexpect_entries(self, owner: str) -> None:
-        self.db.expected_entries.pop(owner, None)
-
-    def drop_cached(self, owner: str | None) -> None:
-        if owner is None:
-            self.db.expected_entries.clear()
-        else:
-            self.db.expected_entries.pop(owner, None)
 
     async def upsert(
         self,
@@ -367,17 +315,6 @@ class PgMemoryStore(MemoryStore):
         limit: int | None = None,
         offset: int = 0,
     ) -> list[StructuredMemory]:
-        expected = self.db.expected_entries.get(owner)
-        if (
-            expected is not None
-            and expected.found is not None
-            and limit is None
-            and offset == 0
-            and expected.at == at
-            and expected.scopes == (None if scopes is None else tuple(scopes))
-        ):
-            del self.db.expected_entries[owner]  # answered once
-            return expected.found
         where = _Filter(owner)
         where.active(at)
         where.scopes(scopes)
