@@ -15,9 +15,26 @@ first (:meth:`PgDatabase.flush_pending`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+Sums = list[float]  # weight, total, first and last time (epoch seconds) of a counter
+
+
+def add_to_counter(
+    counters: dict[tuple[str, str], Sums], key: tuple[str, str], sums: Sequence[float]
+) -> None:
+    """One more addition to the counter ``key``: summed as :func:`counters_added`'s
+    statement adds them (the same float operations)."""
+    weight, total, first, last = sums
+    seen = counters.get(key)
+    if seen is None:
+        counters[key] = [weight, total, first, last]
+    else:
+        seen[0] += weight
+        seen[1] += total
+        seen[2], seen[3] = min(seen[2], first), max(seen[3], last)
 
 
 @dataclass(slots=True)
@@ -34,19 +51,7 @@ class PendingWrites:
     emotions: dict[str, tuple[str, float]] = field(default_factory=dict)  # node id -> read
     # Additions to the learned profile's counters (core.storage.postgres.profiles),
     # summed per (kind, name): weight, total, first and last time.
-    counters: dict[tuple[str, str], list[float]] = field(default_factory=dict)
-
-    def count(
-        self, kind: str, name: str, weight: float, total: float, first: float, last: float
-    ) -> None:
-        """One more addition to a counter: summed as the statement adds them."""
-        seen = self.counters.get((kind, name))
-        if seen is None:
-            self.counters[(kind, name)] = [weight, total, first, last]
-        else:
-            seen[0] += weight
-            seen[1] += total
-            seen[2], seen[3] = min(seen[2], first), max(seen[3], last)
+    counters: dict[tuple[str, str], Sums] = field(default_factory=dict)
 
     def args(self) -> tuple[Any, ...]:
         """The arguments of :func:`writes` (in its order)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from core.storage.api import ProfileStore
 from core.storage.postgres.database import PgDatabase, affected
-from core.storage.postgres.pending import PendingWrites, counters_added
+from core.storage.postgres.pending import PendingWrites, Sums, add_to_counter, counters_added
 from core.storage.profile_records import NodeIndexEntry, ProfileCount, ProfileCounter
 from core.storage.records import from_ts
 
@@ -41,8 +41,6 @@ KEPT_COUNTERS = 2000
 MAX_KEPT_PEOPLE = 10_000
 MAX_KEPT_ROWS = 200_000
 
-Sums = list[float]  # weight, total, first and last time (epoch seconds) of a counter
-
 
 class _Kept:
     """A person's counters as stored at their counters version (None: more than
@@ -63,26 +61,21 @@ class _Kept:
 def _plus(
     base: Mapping[tuple[str, str], Sums], added: Mapping[tuple[str, str], Sums]
 ) -> dict[tuple[str, str], Sums]:
-    """``base`` with ``added`` added, as the statement adds (the same float operations)."""
+    """``base`` with ``added`` added, as the statement adds."""
     out = {key: list(sums) for key, sums in base.items()}
-    for key, (weight, total, first, last) in added.items():
-        seen = out.get(key)
-        if seen is None:
-            out[key] = [weight, total, first, last]
-        else:
-            seen[0] += weight
-            seen[1] += total
-            seen[2], seen[3] = min(seen[2], first), max(seen[3], last)
+    for key, sums in added.items():
+        add_to_counter(out, key, sums)
     return out
 
 
-def _summed(counts: Sequence[ProfileCount]) -> dict[tuple[str, str], Sums]:
-    """One addition per counter (an UPSERT may not touch a row twice)."""
-    summed = PendingWrites()
+def _sum_into(
+    counters: dict[tuple[str, str], Sums], owner: str, counts: Sequence[ProfileCount]
+) -> None:
+    """Adds ``counts`` to ``counters``, one entry per counter (an UPSERT may not touch a
+    row twice)."""
     for count in counts:
-        _owner, kind, name, weight, total, first, last = count.row("")
-        summed.count(kind, name, weight, total, first, last)
-    return summed.counters
+        _owner, kind, name, *sums = count.row(owner)
+        add_to_counter(counters, (kind, name), sums)
 
 
 def _columns(added: Mapping[tuple[str, str], Sums]) -> list[list[Any]]:
@@ -169,12 +162,10 @@ class PgProfileStore(ProfileStore):
         if not counts:
             return
         if self.db.defers(owner):
-            pending = self.db.pending_for(owner)
-            for count in counts:
-                _owner, kind, name, weight, total, first, last = count.row(owner)
-                pending.count(kind, name, weight, total, first, last)
+            _sum_into(self.db.pending_for(owner).counters, owner, counts)
             return
-        added = _summed(counts)
+        added: dict[tuple[str, str], Sums] = {}
+        _sum_into(added, owner, counts)
         version = await self.db.fetchval(_ADD, owner, *_columns(added))
         self._moved(owner, None if version is None else int(version), added)
 
