@@ -610,6 +610,7 @@ class GraphMemory(ConversationMemory):
             else {}
         )
         tagged = set(self.tagger.tags(searched, vector))  # once, not once a topic
+        second_pool = (second[1], pool_second) if second is not None and pool_second else None
         priors = thread_priors(
             plan,
             vector,
@@ -619,7 +620,7 @@ class GraphMemory(ConversationMemory):
             closed=followed_up(pool, edges),
             topics=[t.name for t in self.tagger.topics if t.name in tagged],
             config=cfg,
-            second=(second[1], pool_second) if second is not None and pool_second else None,
+            second=second_pool,
         )
         for node_id, prior in self_priors(
             plan,
@@ -627,7 +628,7 @@ class GraphMemory(ConversationMemory):
             pool,
             vectors,
             config=cfg,
-            second=(second[1], pool_second) if second is not None and pool_second else None,
+            second=second_pool,
         ).items():
             priors[node_id] = priors.get(node_id, 0.0) + prior
         # The weight as the anchor left it (thread_priors reads how the message landed).
