@@ -51,8 +51,9 @@ async def test_the_earlier_message_goes_first_whichever_process_has_it(
     assert served.order == ["2"]
     served.release.set()
     await asyncio.wait_for(asyncio.gather(holder, later, earlier), 10)
+    # In order whichever asks first once "2" lets go: "3" (waiting in its process,
+    # asking at once) is granted and lets "1" go first, or "1"'s poll comes first.
     assert served.order == ["2", "1", "3"]
-    assert first.locks.yielded >= 1  # "3" was granted the lock and let "1" go first
     assert await first.db.fetchval("SELECT count(*) FROM person_arrivals") == 0
 
 
