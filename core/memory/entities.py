@@ -18,7 +18,11 @@ Two kinds, both as folded keys (lowercase, no accents, as tags are):
 - **relations**: a possessive and a kinship, pet or role noun ("minha irmã", "my sister",
   "meu chefe", "our dog"), as ``rel:<canonical English noun>`` so Portuguese and English
   meet. This is a closed class (the people and animals of a household and work), as
-  pronouns are; it is not a topic list.
+  pronouns are; it is not a topic list. A role is also given by the statement that
+  makes it: the end of a relationship ("terminei com o Leo", "we broke up", "me
+  separei") makes someone the person's ex, so such a line names ``rel:ex`` and "sinto
+  falta do meu ex" reaches it though the two share no word (a closed class of the
+  phrasings of breaking up, as the role nouns are).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ for _canonical, _words in {
     "dog": "cachorro cachorra cachorrinho cachorrinha cao dog doggo puppy",
     "cat": "gato gata gatinho gatinha cat kitten",
     "pet": "pet pets",
+    "ex": "ex exes",  # "meu ex", "my ex-wife" ("ex" before the hyphen)
 }.items():
     for _word in _words.split():
         _RELATIONS[_word] = _canonical
@@ -67,6 +72,18 @@ _POSSESSIVE = re.compile(
     r"\b(?:meu|minha|meus|minhas|nosso|nossa|nossos|nossas)\s+(\w+)"
     # English allows one adjective in between: "my little sister", "my old boss".
     r"|\b(?:my|our)\s+(?:(\w+)\s+)?(\w+)",
+)
+# The end of a relationship told in the first person (see the module docstring): "terminei
+# com o Leo" / "com ele" (a person, not "terminei com o relatório": a name or a pronoun),
+# "ele terminou comigo", "terminamos", "terminei o namoro", "me separei", "nos
+# divorciamos", "levei um fora", "we broke up", "she dumped me", "got divorced".
+_BREAKUP = re.compile(
+    r"(?i:\btermin(?:ei|amos|ou|aram)\s+com\s+(?:(?:o|a)\s+)?)(?:[A-ZÀ-Þ]\w+|(?i:el[ea])\b)"
+    r"|(?i:\btermin(?:ou|aram)\s+comigo\b|\bterminamos\b"
+    r"|\btermin(?:ei|amos|ou)\s+(?:o|nosso|meu)\s+(?:namoro|noivado|casamento)\b"
+    r"|\b(?:me|nos)\s+(?:separ|divorci)(?:ei|amos)\b|\b(?:levei|tomei)\s+(?:um\s+)?(?:p[ée]|fora)\b"
+    r"|\b(?:broke|broken|breaking)\s+up\s+with\b|\b(?:we|they|i|he|she)(?:'ve)?\s+(?:just\s+)?"
+    r"(?:broke|have\s+broken|split)\s+up\b(?!\s+(?:the|a|an|this|that|it)\b)|\bgot\s+divorced\b|\bdumped\s+me\b)"
 )
 _TOKEN = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
 _SPEAKER = re.compile(r"^\s*([^\W\d_][^\W\d_'’ -]*(?: [^\W\d_][^\W\d_'’-]*)?):\s")
@@ -210,6 +227,8 @@ def extract_entities(text: str) -> Mentions:
             relation = _RELATIONS.get(adjective)
         if relation is not None:
             relations.append(RELATION_PREFIX + relation)
+    if _BREAKUP.search(text):
+        relations.append(RELATION_PREFIX + "ex")
     unique = list(dict.fromkeys(names))[:MAX_ENTITIES]
     return Mentions(
         names=tuple(unique),

@@ -36,6 +36,7 @@ import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 
 import numpy as np
 
@@ -46,6 +47,7 @@ from core.memory.connections import ConnectionConfig, ConnectionDetector
 from core.memory.entities import extract_entities, without_names
 from core.memory.query import (
     QueryConfig,
+    QueryPlan,
     followed_up,
     plan_query,
     self_priors,
@@ -651,18 +653,21 @@ class GraphMemory(ConversationMemory):
             window_boost=cfg.window_boost,
             window_outside=cfg.window_outside,
             recency=recency,
-            adjust=self._turn_factor,
+            adjust=partial(self._turn_factor, plan),
             diversity=cfg.diversity,
             second=second,
             prior_damping=cfg.found_damping,
             spread=cfg.spread,
         )
 
-    def _turn_factor(self, node: MemoryNode) -> float:
+    def _turn_factor(self, plan: QueryPlan, node: MemoryNode) -> float:
         """What the person said outweighs what the bot answered (derived from it) and
-        the questions they asked (which state nothing about them)."""
+        the questions they asked (which state nothing about them); a line naming the
+        kind of time the message asks for counts more (``QueryConfig.answer_boost``)."""
         cfg = self.config.query
-        return turn_factor(node, cfg.bot_factor, cfg.question_factor)
+        return turn_factor(node, cfg.bot_factor, cfg.question_factor) * plan.answer_factor(
+            node.content, cfg
+        )
 
     async def get_context(
         self, node_id: str, owner: str, depth: int = 1, scopes: Sequence[str] | None = None

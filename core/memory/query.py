@@ -43,7 +43,7 @@ import numpy as np
 
 from core.embeddings.hashing import fold
 from core.memory.tags import content_words
-from core.memory.timeexpr import Span, spans
+from core.memory.timeexpr import Span, asked_unit, names_unit, spans
 from core.storage.records import MemoryNode, NodeType
 from core.storage.sqlite_graph import Edge
 
@@ -136,6 +136,12 @@ class QueryConfig:
     self_prior: float = 0.3
     self_floor: float = 0.5
     self_most: int = 4
+    # A question asking for a time by its unit ("em quais dias da semana são minhas
+    # aulas?", "which day ...?", "que horas ...?", "em que mês ...?": the interrogative
+    # phrase names the answer's kind, :func:`core.memory.timeexpr.asked_unit`): a found
+    # line naming a time of that unit ("aula toda terça e quinta") counts x (1 + this),
+    # as a line inside a named window does (``window_boost``, the same weight). 0: off.
+    answer_boost: float = 1.0
 
 
 # Remember-what-I-told-you wrappers: a closed class of phrasings of both languages (the
@@ -270,6 +276,16 @@ class QueryPlan:
     # The message without its remember-what-I-told-you wrapper, when it is such a request
     # (:func:`recall_request`); None otherwise.
     request: str | None = None
+    # The unit of time the message asks for (:func:`core.memory.timeexpr.asked_unit`).
+    unit: str | None = None
+
+    def answer_factor(self, content: str, config: QueryConfig | None = None) -> float:
+        """How much a found line counts for naming the kind of time asked for (see
+        ``QueryConfig.answer_boost``): 1 when the message asks for none."""
+        cfg = config or QueryConfig()
+        if self.unit is None or cfg.answer_boost <= 0 or not names_unit(content, self.unit):
+            return 1.0
+        return 1.0 + cfg.answer_boost
 
     def searched(self, config: QueryConfig | None = None) -> str:
         """The text the search reads: the request without its wrapper when
@@ -306,6 +322,9 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
     plan.request = recall_request(text)
     if plan.request is not None:
         reasons.append("recall request")
+    plan.unit = asked_unit(text)
+    if plan.unit is not None:
+        reasons.append(f"asks for a {plan.unit}")
     return plan
 
 

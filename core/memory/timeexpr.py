@@ -338,3 +338,61 @@ def _holiday(name: str, year: int, at: datetime, text: str) -> Span | None:
     if name == "easter":
         return _span(easter(year) - 3 * DAY, 4, at, text)
     return None
+
+
+# -- the time a question asks for ------------------------------------------------------
+#
+# "em quais dias da semana são minhas aulas?", "remind me which day my lessons are on?",
+# "que horas é o voo?", "em que mês é o casamento?": the interrogative phrase names the
+# unit of the answer, not the topic. A line that answers names a time of that unit
+# ("aula toda terça e quinta", "the class is on Saturdays"); :func:`asked_unit` reads the
+# unit, :func:`names_unit` whether a line names one. Closed classes of grammar (the
+# interrogatives and the calendar's units), as the rest of this module.
+_ASKED: list[tuple[str, re.Pattern[str]]] = [
+    (unit, re.compile(rx))
+    for unit, rx in [
+        (
+            "day",
+            r"\b(?:(?:em|n?os?|n?as?)\s+)?(?:que|qual|quais)\s+dias?\b"
+            r"|\b(?:which|what)\s+days?\b",
+        ),
+        ("clock", r"\b(?:a\s+)?que\s+horas?\b|\bqual\s+(?:o\s+)?hor[aá]rio\b|\bwhat\s+time\b"),
+        ("month", r"\b(?:em\s+)?(?:que|qual)\s+mes\b|\b(?:which|what)\s+month\b"),
+        ("year", r"\b(?:em\s+)?(?:que|qual)\s+ano\b|\b(?:which|what)\s+year\b"),
+    ]
+]
+_NAMES_UNIT: dict[str, re.Pattern[str]] = {
+    # A weekday ("terça", "às quintas", "Saturdays"; not the abbreviations, which are
+    # words too: "vai ter", "wed") or a day of the month ("dia 12", "15/04", "April 15").
+    "day": re.compile(
+        rf"\b(?:{_WD})s?\b"
+        rf"|\bdia\s+\d{{1,2}}\b|\b\d{{1,2}}/\d{{1,2}}\b|\b\d{{1,2}}\s+(?:de\s+)?(?:{_MO})\b"
+        rf"|\b(?:{_MO})\s+\d{{1,2}}\b"
+    ),
+    # A time of day: "às 7", "7h", "19:30", "7pm", "meio-dia", "noon".
+    "clock": re.compile(
+        r"\b\d{1,2}(?::\d{2}|h\d{0,2}|\s?(?:am|pm))\b|\b(?:as|at)\s+\d{1,2}\b"
+        r"|\b(?:meio-dia|meio dia|meia-noite|meia noite|noon|midnight)\b"
+    ),
+    "month": re.compile(rf"\b(?:{_MO})\b|\b\d{{1,2}}/\d{{1,2}}\b"),
+    "year": re.compile(r"\b(?:19|20)\d{2}\b"),
+}
+
+
+def asked_unit(text: str) -> str | None:
+    """The unit of time a question asks for ("day", "clock", "month", "year"), or None
+    (a statement, or a question about something else). "When"/"quando" names no unit
+    (and "when I ..." is often no question of time at all)."""
+    if "?" not in text:
+        return None
+    folded = fold(text).lower()
+    for unit, pattern in _ASKED:
+        if pattern.search(folded):
+            return unit
+    return None
+
+
+def names_unit(text: str, unit: str) -> bool:
+    """Whether ``text`` names a time of ``unit`` (see :func:`asked_unit`)."""
+    pattern = _NAMES_UNIT.get(unit)
+    return pattern is not None and pattern.search(fold(text).lower()) is not None

@@ -44,6 +44,15 @@ OWNER, OTHER = "telegram:42", "telegram:7"
         # Days, months and function words are not names; a sentence start is not either.
         ("Ontem fui ao cinema. Depois jantei na Segunda Avenida", ["avenida"], []),
         ("TO MUITO FELIZ HOJE GENTE", [], []),
+        # An ex: the role noun, and the statement of a breakup that makes one.
+        ("às vezes ainda sinto falta do meu ex", [], ["rel:ex"]),
+        ("my ex-wife called last night", [], ["rel:ex"]),
+        ("terminei com o Leo depois de 5 anos", ["leo"], ["rel:ex"]),
+        ("meu namorado terminou comigo por mensagem", [], ["rel:partner", "rel:ex"]),
+        ("we broke up in the spring", [], ["rel:ex"]),
+        ("she broke up with me over text", [], ["rel:ex"]),
+        ("terminei com o relatório, finalmente", [], []),  # no person: a report
+        ("I broke up the fight at the bar", [], []),
         ("ok valeu", [], []),
     ],
 )
@@ -148,6 +157,36 @@ async def test_a_question_reaches_a_message_only_through_an_entity(
         ),
     )
     assert "s2" not in await ranked(off)
+
+
+async def test_missing_an_ex_reaches_the_breakup(storage: SQLiteStorage) -> None:
+    """ "às vezes ainda sinto falta do meu ex": the breakup line shares no word with it;
+    the role the breakup gives (``rel:ex``) joins them."""
+    on = GraphMemory(storage, HashingEmbedder())
+    await on.store(node("breakup", "terminei com o Leo depois de 5 anos", T0))
+    await fill(on, T0 + timedelta(days=1))
+    await fill(on, T0 + timedelta(days=8), prefix="d")
+    question = node("q", "às vezes ainda sinto falta do meu ex, normal?", T0 + timedelta(days=20))
+    await on.store(question)
+
+    async def ranked(memory: GraphMemory) -> list[str]:
+        recall = await memory.recall(
+            OWNER, question.content, scopes=None, limit=5, exclude_ids=["q"], at=question.timestamp
+        )
+        return [r.node.id for r in recall.nodes]
+
+    assert "breakup" in await ranked(on)
+    # The same stored graph without the entities' help does not get there.
+    base = GraphConfig()
+    off = GraphMemory(
+        storage,
+        HashingEmbedder(),
+        config=replace(
+            base,
+            search=replace(base.search, entity_boost=0.0, entity_seed=0.0, entity_path=0.0),
+        ),
+    )
+    assert "breakup" not in await ranked(off)
 
 
 async def test_entities_never_cross_people_or_scopes(storage: SQLiteStorage) -> None:
