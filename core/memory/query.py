@@ -170,10 +170,10 @@ _REQUEST = re.compile(
 # suggesting and recommending in both languages (a closed class of request forms).
 _HELP = re.compile(
     r"\b(?:me\s+(?:ajud[ae]|sugir[ae]|suger[ei]|indic[ae]|recomend[ae]|passa|d[aá]\s+uma\s+dica)\b"
-    r"|(?:sugere|sugira|indica|recomenda)\s*\?"
+    r"|(?:sugere|sugira|indica|recomenda)(?:\s*\?|\s+(?:um|uma|uns|umas|algum|alguma|algo)\b(?=[^.!]*\?))"
     r"|(?:alguma|uma)\s+(?:sugest[aã]o|dica|ideia|indica[cç][aã]o|recomenda[cç][aã]o)"
     r"|o\s+que\s+(?:eu\s+)?(?:fa[cç]o|fazer)\b|o\s+que\s+eu\s+\w+\s+agora"
-    r"|o\s+que\s+voc[eê]\s+(?:acha|sugere|recomenda|indica)"
+    r"|o\s+que\s+(?:voc[eê]|vc|tu)\s+(?:acha|sugere|recomenda|indica)"
     r"|what\s+should\s+i\b|what\s+do\s+i\s+\w+|help\s+me\b|\b(?:recommend|suggest)\b"
     r"|any\s+(?:\w+\s+)?(?:ideas|tips|suggestions)|which\s+(?:one\s+)?(?:fits|suits)\s+me)",
     re.IGNORECASE,

@@ -37,12 +37,15 @@ def test_requests_for_help_are_a_closed_class_of_forms() -> None:
         "preciso de uma série nova, sugere?",
         "any dinner ideas for tonight?",
         "can you recommend a good book?",
+        "vou de ônibus amanhã, sugere um lanchinho pra levar?",  # the verb and its object
+        "vou encomendar uns docinhos, o que vc sugere?",  # "vc": você as typed
     ):
         assert asks_for_help(text), text
     for text in (
         "minha prima vai me ajudar com o carro dela",  # told, not asked
         "what did I cook last week?",
         "Ficou melhor?",
+        "a Ana recomenda uma série nova",  # a third person's suggestion, told
     ):
         assert not asks_for_help(text), text
 
