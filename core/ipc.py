@@ -12,7 +12,7 @@ import logging
 import pickle
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,10 @@ class FrameProtocol(asyncio.Protocol):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport: the only kind this protocol is connected with. Not checked
+        # with isinstance: other event loops' transports (uvloop's) are no subclasses of
+        # asyncio.Transport, and an assertion here left their processes never connected.
+        self.transport = cast(asyncio.Transport, transport)
         self._loop = asyncio.get_running_loop()
 
     @property

@@ -93,3 +93,36 @@ async def test_the_peer_closing_is_reported_once() -> None:
         await asyncio.sleep(0.01)
     assert reasons == ["stopped"]
     protocol.close()
+
+
+def test_frames_pass_on_another_event_loop() -> None:
+    """uvloop's transports are no subclasses of asyncio.Transport: the protocol connects
+    and exchanges frames on it all the same (it once asserted the class and hung)."""
+    uvloop = pytest.importorskip("uvloop")  # a dev dependency: installed in CI
+
+    async def exchange() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        got: list[Any] = []
+        _, protocol = await loop.create_connection(
+            lambda: FrameProtocol("uvloop peer", got.append, lambda _why: None), sock=ours
+        )
+        try:
+            assert protocol.open
+            theirs.sendall(frame(("send", 1, "a")))
+            for _ in range(100):
+                if got:
+                    break
+                await asyncio.sleep(0.01)
+            protocol.write(("sent", 1, None))
+            theirs.settimeout(5)
+            header = await loop.run_in_executor(None, theirs.recv, HEADER.size)
+            (size,) = HEADER.unpack(header)
+            return [*got, *FrameDecoder().feed(header + theirs.recv(size))]
+        finally:
+            theirs.close()
+            protocol.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.get_loop().__class__.__module__.startswith("uvloop")
+        assert runner.run(exchange()) == [("send", 1, "a"), ("sent", 1, None)]
