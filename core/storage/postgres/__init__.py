@@ -19,7 +19,7 @@ from core.storage.postgres.changes import OwnerChanges
 from core.storage.postgres.database import PgDatabase
 from core.storage.postgres.feedback import PgFeedbackStore
 from core.storage.postgres.graph import PgGraphStore
-from core.storage.postgres.locks import RELEASED_CHANNEL, PersonLocks
+from core.storage.postgres.locks import PersonLocks
 from core.storage.postgres.memories import PgMemoryStore
 from core.storage.postgres.nodes import PgNodeStore
 from core.storage.postgres.profiles import PgProfileStore
@@ -54,7 +54,6 @@ class PostgresStorage:
         self.register(self.feedback, FEEDBACK_MIGRATIONS)
         self.changes = OwnerChanges(self.db)
         self.locks = PersonLocks(self.db)
-        self.changes.also[RELEASED_CHANNEL] = self.locks.heard_release
         self._change_listeners: list[Callable[[str], None]] = []
 
     def __repr__(self) -> str:  # never the DSN

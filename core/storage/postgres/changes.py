@@ -17,7 +17,6 @@ at insert and commits in any order, so "rows after the last seen" could skip one
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import asyncpg
 
@@ -43,9 +42,6 @@ class OwnerChanges:
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
-        # Other channels heard on the same connection (a person's lock let go:
-        # core.storage.postgres.locks), each with its callback.
-        self.also: dict[str, Callable[[object, int, str, str], None]] = {}
         self._conn: asyncpg.Connection | None = None
         self._pending: dict[str, None] = {}
         self._missed = False
@@ -53,8 +49,6 @@ class OwnerChanges:
     async def start(self) -> None:
         conn = await self.db.connect()
         await conn.add_listener(CHANNEL, self._heard)
-        for channel, heard in self.also.items():
-            await conn.add_listener(channel, heard)
         conn.add_termination_listener(self._lost)
         self._conn = conn
 

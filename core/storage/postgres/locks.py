@@ -90,24 +90,16 @@ FROM l LEFT JOIN seen ON true
 """
 _UNLOCK = f"SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $1)"
 _FORGET = "DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2"
-# Lets the person's waiters know (every process listens: core.storage.postgres.changes)
-# that the lock was let go, when another message of the person is registered; delivered
-# as the statement commits, after the unlock it runs beside.
-RELEASED_CHANNEL = "akira_person_released"
-_WAKE = (
-    f"(SELECT count(pg_notify('{RELEASED_CHANNEL}', $3::text)) FROM (SELECT FROM"
-    " person_arrivals WHERE owner = $1 AND arrival <> $2 LIMIT 1) AS waiting)"
-)
 _DONE = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2)"
-    f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3), {_WAKE} AS woke"
+    f" SELECT pg_advisory_unlock({LOCK_NAMESPACE}, $3)"
 )
 # The same with the person's pending writes (core.storage.postgres.pending), written
 # before the lock is let go (the unlock reads what they wrote, so it runs after them).
 _DONE_WRITING = (
     "WITH gone AS (DELETE FROM person_arrivals WHERE owner = $1 AND arrival = $2),"
     f" {writes(4)} SELECT p.swapped, p.node_version, p.emotions, p.counters_version,"
-    f" pg_advisory_unlock({LOCK_NAMESPACE}, $3) AS unlocked, {_WAKE} AS woke"
+    f" pg_advisory_unlock({LOCK_NAMESPACE}, $3) AS unlocked"
     " FROM (SELECT 1) AS one LEFT JOIN person p ON true"
 )
 
@@ -263,38 +255,14 @@ class _Here:
                 woken.set_result(None)
 
 
-def _wake(woken: asyncio.Future[None]) -> None:
-    if not woken.done():
-        woken.set_result(None)
-
-
 class PersonLocks:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
         self._sessions = [_Session(db) for _ in range(SESSIONS)]
         self._arrivals = _Arrivals(db)
         self._here: dict[str, _Here] = {}
-        # Messages waiting for another process to let go of a person's lock, by key.
-        self._released: dict[int, set[asyncio.Future[None]]] = {}
         self.waits = 0  # times another process was serving the person (observability)
         self.yielded = 0  # times an earlier message of the person was let go first
-
-    def heard_release(self, conn: object, pid: int, channel: str, payload: str) -> None:
-        """A process let go of a person's lock (``payload``: its key) while another of
-        their messages was registered: this process's waiters for it try at once."""
-        try:
-            key = int(payload)
-        except ValueError:
-            return
-        for woken in self._released.pop(key, ()):
-            _wake(woken)
-
-    def _stop_listening(self, key: int, woken: asyncio.Future[None]) -> None:
-        waiting = self._released.get(key)
-        if waiting is not None:
-            waiting.discard(woken)
-            if not waiting:
-                del self._released[key]
 
     @contextlib.asynccontextmanager
     async def serving(
@@ -335,24 +303,13 @@ class PersonLocks:
         here.waiting.add(mine)
         asking = False
         pause = RETRY_S
-        loop = asyncio.get_running_loop()
         try:
             while True:
                 await here.turn(mine)
                 asking = True
-                # Listening for the lock's release before asking: a release committed
-                # after the try wakes this message, which then waits no longer than
-                # the notification takes to arrive.
-                woken: asyncio.Future[None] = loop.create_future()
-                self._released.setdefault(key, set()).add(woken)
-                try:
-                    row = await _to_the_end(try_first())
-                except BaseException:
-                    self._stop_listening(key, woken)
-                    raise
+                row = await _to_the_end(try_first())
                 first = row[0]
                 if first or (first is not None and time.monotonic() > deadline):
-                    self._stop_listening(key, woken)
                     self.db.granted(owner)
                     granted = True
                     if first and row["key"] is not None:
@@ -376,16 +333,8 @@ class PersonLocks:
                 asking = False
                 # Waiting by trying again, never on a pooled connection: waiters holding
                 # the pool would leave the holder none to finish with. Which waiter goes
-                # next is the arrivals' order, not the lock's queue. Tried again when
-                # the holder's process says it let go, else after the pause (a lost
-                # notification, or a listening connection that is gone, costs no more
-                # than polling alone).
-                timer = loop.call_later(pause, _wake, woken)
-                try:
-                    await woken
-                finally:
-                    timer.cancel()
-                    self._stop_listening(key, woken)
+                # next is the arrivals' order, not the lock's queue.
+                await asyncio.sleep(pause)
                 pause = min(pause * 2, MAX_RETRY_S)
             yield
         finally:

@@ -7,9 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
-from core.storage.postgres import PostgresStorage, locks
+from core.storage.postgres import PostgresStorage
 
 A = "telegram:1"
 OWNERS = [A]
@@ -126,46 +124,3 @@ async def test_a_waiter_given_up_does_not_let_go_of_the_holders_lock(
     served.release.set()
     await asyncio.wait_for(asyncio.gather(holder, earlier), timeout=10)
     assert served.order == ["2", "1"]
-
-
-async def _served_after_release(
-    two_processes: tuple[PostgresStorage, PostgresStorage],
-) -> tuple[Served, float]:
-    """Message "2" held by the first process, "3" waiting in the second: "3"'s seconds
-    from the release until it is served."""
-    first, second = two_processes
-    served = Served()
-    holder = await served.hold(first)
-    waiter = asyncio.create_task(served.serve(second, "3", 3))
-    await asyncio.sleep(0.3)  # it found the lock held and waits
-    assert served.order == ["2"] and second.locks.waits >= 1
-    loop = asyncio.get_running_loop()
-    released = loop.time()
-    served.release.set()
-    await asyncio.wait_for(asyncio.gather(holder, waiter), 10)
-    assert served.order == ["2", "3"]
-    assert await first.db.fetchval("SELECT count(*) FROM person_arrivals") == 0
-    return served, loop.time() - released
-
-
-async def test_a_waiter_in_another_process_is_woken_by_the_release(
-    two_processes: tuple[PostgresStorage, PostgresStorage], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The holder's process notifies on release (another message of the person being
-    registered): the waiter asks at once instead of at its next poll."""
-    monkeypatch.setattr(locks, "RETRY_S", 5.0)
-    monkeypatch.setattr(locks, "MAX_RETRY_S", 5.0)
-    _, waited = await _served_after_release(two_processes)
-    assert waited < 2.5  # a poll would have come 5 s after the try
-
-
-async def test_a_waiter_that_hears_nothing_still_polls(
-    two_processes: tuple[PostgresStorage, PostgresStorage], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Without the notification (the waiter's listening connection is gone), polling
-    alone serves the waiter."""
-    monkeypatch.setattr(locks, "RETRY_S", 0.5)
-    monkeypatch.setattr(locks, "MAX_RETRY_S", 0.5)
-    await two_processes[1].changes.close()
-    _, waited = await _served_after_release(two_processes)
-    assert waited >= 0.05  # found by a poll: not at once
