@@ -117,6 +117,39 @@ async def test_a_tentative_name_known_before_is_stored_and_linked(storage: SQLit
     assert named == {"julia": ["j2", "j1"], "rel:sister": ["j1"]}  # "Wow" was never a name
 
 
+def without_entities(storage: SQLiteStorage) -> GraphMemory:
+    """The same stored graph read without the entities' help: no boost, no entity seeds,
+    no same_entity edges walked."""
+    base = GraphConfig()
+    return GraphMemory(
+        storage,
+        HashingEmbedder(),
+        config=replace(
+            base,
+            search=replace(
+                base.search,
+                entity_boost=0.0,
+                entity_seed=0.0,
+                entity_path=0.0,
+                relation_weights=(*base.search.relation_weights, ("same_entity", 0.0)),
+            ),
+        ),
+    )
+
+
+async def recalled(memory: GraphMemory, question: MemoryNode) -> list[str]:
+    """The ids conversational recall finds for the stored ``question``, best first."""
+    recall = await memory.recall(
+        OWNER,
+        question.content,
+        scopes=None,
+        limit=5,
+        exclude_ids=[question.id],
+        at=question.timestamp,
+    )
+    return [r.node.id for r in recall.nodes]
+
+
 async def test_a_question_reaches_a_message_only_through_an_entity(
     storage: SQLiteStorage,
 ) -> None:
@@ -131,32 +164,9 @@ async def test_a_question_reaches_a_message_only_through_an_entity(
     await fill(on, T0 + timedelta(days=7), prefix="d")
     question = node("q", "quando é o casamento da minha irmã?", T0 + timedelta(days=20))
     await on.store(question)
-
-    async def ranked(memory: GraphMemory) -> list[str]:
-        recall = await memory.recall(
-            OWNER, question.content, scopes=None, limit=5, exclude_ids=["q"], at=question.timestamp
-        )
-        return [r.node.id for r in recall.nodes]
-
-    assert "s2" in await ranked(on)
-    # The same stored graph without the entity's help (no boost, no entity seeds, no
-    # same_entity edges walked) does not get there: the test can fail.
-    base = GraphConfig()
-    off = GraphMemory(
-        storage,
-        HashingEmbedder(),
-        config=replace(
-            base,
-            search=replace(
-                base.search,
-                entity_boost=0.0,
-                entity_seed=0.0,
-                entity_path=0.0,
-                relation_weights=(*base.search.relation_weights, ("same_entity", 0.0)),
-            ),
-        ),
-    )
-    assert "s2" not in await ranked(off)
+    assert "s2" in await recalled(on, question)
+    # Without the entity's help it does not get there: the test can fail.
+    assert "s2" not in await recalled(without_entities(storage), question)
 
 
 async def test_missing_an_ex_reaches_the_breakup(storage: SQLiteStorage) -> None:
@@ -168,25 +178,8 @@ async def test_missing_an_ex_reaches_the_breakup(storage: SQLiteStorage) -> None
     await fill(on, T0 + timedelta(days=8), prefix="d")
     question = node("q", "às vezes ainda sinto falta do meu ex, normal?", T0 + timedelta(days=20))
     await on.store(question)
-
-    async def ranked(memory: GraphMemory) -> list[str]:
-        recall = await memory.recall(
-            OWNER, question.content, scopes=None, limit=5, exclude_ids=["q"], at=question.timestamp
-        )
-        return [r.node.id for r in recall.nodes]
-
-    assert "breakup" in await ranked(on)
-    # The same stored graph without the entities' help does not get there.
-    base = GraphConfig()
-    off = GraphMemory(
-        storage,
-        HashingEmbedder(),
-        config=replace(
-            base,
-            search=replace(base.search, entity_boost=0.0, entity_seed=0.0, entity_path=0.0),
-        ),
-    )
-    assert "breakup" not in await ranked(off)
+    assert "breakup" in await recalled(on, question)
+    assert "breakup" not in await recalled(without_entities(storage), question)
 
 
 async def test_entities_never_cross_people_or_scopes(storage: SQLiteStorage) -> None:
