@@ -374,7 +374,12 @@ _NAMES_UNIT: dict[str, re.Pattern[str]] = {
         r"\b\d{1,2}(?::\d{2}|h\d{0,2}|\s?(?:am|pm))\b|\b(?:as|at)\s+\d{1,2}\b"
         r"|\b(?:meio-dia|meio dia|meia-noite|meia noite|noon|midnight)\b"
     ),
-    "month": re.compile(rf"\b(?:{_MO})\b|\b\d{{1,2}}/\d{{1,2}}\b"),
+    # A month ("em outubro", "in May": "may" and "march" only after a date word, as
+    # above: "I may go") or a numeric date.
+    "month": re.compile(
+        rf"\b(?:{'|'.join(m for m in _MONTHS if m not in _AMBIGUOUS_MONTHS)})\b"
+        r"|\b(?:in|of|since|until|by|early|late)\s+(?:may|march)\b|\b\d{1,2}/\d{1,2}\b"
+    ),
     "year": re.compile(r"\b(?:19|20)\d{2}\b"),
 }
 

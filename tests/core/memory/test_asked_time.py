@@ -51,6 +51,8 @@ def test_a_line_names_a_time_of_the_unit() -> None:
     assert names_unit("a Júlia vai casar em outubro", "month")
     assert names_unit("we moved in 2019", "year")
     assert not names_unit("a Júlia vai casar", "month")
+    assert names_unit("we got married in May", "month")
+    assert not names_unit("I may go to the wedding", "month")  # a verb, not a month
 
 
 def test_the_factor_applies_only_to_a_question_asking_for_a_unit() -> None:
