@@ -380,7 +380,13 @@ class GraphSearcher:
         second_hits: list[tuple[str, float]] = []
         second_weight = second[2] if second is not None else 0.0
         try:
-            await asyncio.sleep(0)  # let it hand its query to the database thread first
+            # Two turns of the loop before the vector search's CPU work: in the first the
+            # text search's task starts and its read joins the turn's batch, in the second
+            # the batch goes to a reader thread (SQLite's ``Database._call`` sends a turn's
+            # reads together, scheduled with call_soon). After one turn the read was still
+            # waiting when the vector search began, and the two ran one after the other.
+            for _ in range(2):
+                await asyncio.sleep(0)
             if second is not None and second_weight > 0:
                 second_hits = await self.graph.second_search(
                     owner,
