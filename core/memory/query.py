@@ -142,6 +142,11 @@ class QueryConfig:
     # line naming a time of that unit ("aula toda terça e quinta") counts x (1 + this),
     # as a line inside a named window does (``window_boost``, the same weight). 0: off.
     answer_boost: float = 1.0
+    # A thread's closeness to the message read from the second encoder too, the closer
+    # reading kept (as ``second_anchor`` does for the anchor): a follow-up one encoder
+    # relates to its thread and the other does not. Measured on the dev chats and both
+    # held-out sets (docs/recall.md, session 10).
+    second_closeness: bool = True
 
 
 # Remember-what-I-told-you wrappers: a closed class of phrasings of both languages (the
@@ -434,8 +439,22 @@ def thread_priors(
     near = sims
     if context_vector is not None:
         near = np.einsum("ij,j->i", matrix, np.asarray(context_vector, dtype=np.float32))
-    near_spread = float(near.std()) or 1.0
-    confidence = np.clip((near - float(np.median(near))) / (2.5 * near_spread), 0.0, 1.0)
+    confidence = _closeness(near)
+    # The second encoder's cosines over the pool's nodes that have its vector (rows
+    # ``have`` of ``ids``): what one encoder reads as close counts, whichever it is.
+    have: list[int] = []
+    sims2 = np.zeros(0, dtype=np.float32)
+    if second is not None:
+        query2, pool2 = second
+        have = [i for i, node_id in enumerate(ids) if node_id in pool2]
+        if have:
+            sims2 = np.einsum(
+                "ij,j->i",
+                np.stack([pool2[ids[i]] for i in have]),
+                np.asarray(query2, dtype=np.float32),
+            )
+    if cfg.second_closeness and len(have) >= 8:
+        confidence[have] = np.maximum(confidence[have], _closeness(sims2))
     index = {node_id: i for i, node_id in enumerate(ids)}
     # Sessions: split the pool where turns are further apart than the session gap.
     sessions: list[list[MemoryNode]] = []
@@ -456,13 +475,9 @@ def thread_priors(
     earlier = np.array([node_id not in in_current for node_id in ids])
     own = sims[earlier] if earlier.sum() >= 2 else sims
     anchor = _standing(own)
-    if second is not None:
-        query2, pool2 = second
-        kept = [i for i, node_id in enumerate(ids) if node_id in pool2 and earlier[i]]
-        if len(kept) >= 8:
-            matrix2 = np.stack([pool2[ids[i]] for i in kept])
-            sims2 = np.einsum("ij,j->i", matrix2, np.asarray(query2, dtype=np.float32))
-            anchor = max(anchor, _standing(sims2))
+    kept = [k for k, i in enumerate(have) if earlier[i]]
+    if len(kept) >= 8:
+        anchor = max(anchor, _standing(sims2[kept]))
     shift = cfg.anchor_slope * float(np.clip(cfg.anchor_mid - anchor, -1.0, 1.0))
     plan.weight = float(np.clip(plan.weight + shift, 0.0, 1.0))
     plan.reasons.append(f"anchor {anchor:.2f}")
@@ -497,6 +512,13 @@ def thread_priors(
             score *= 0.6
         priors[node.id] = cfg.prior_scale * weight * score * named
     return priors
+
+
+def _closeness(sims: np.ndarray) -> np.ndarray:
+    """Each of ``sims`` as how far it stands above the pool's median, in 2.5 standard
+    deviations, clipped to 0..1 (cosines differ in scale between encoders; this does not)."""
+    spread = float(sims.std()) or 1.0
+    return np.clip((sims - float(np.median(sims))) / (2.5 * spread), 0.0, 1.0)
 
 
 def _standing(sims: np.ndarray) -> float:

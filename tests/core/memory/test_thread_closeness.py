@@ -1,0 +1,50 @@
+"""A thread's closeness to a follow-up is read from both encoders, the closer reading kept
+(core.memory.query, ``thread_priors``, ``QueryConfig.second_closeness``): a thread the
+second encoder relates to the message and the first does not still scores as close."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from core.memory.query import QueryConfig, plan_query, thread_priors
+from tests.core.memory.conftest import CHATTER_PT, said
+
+OWNER = "telegram:7"
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def test_the_second_encoder_can_make_a_thread_close() -> None:
+    rng = np.random.default_rng(3)
+    at = T0 + timedelta(days=30)
+    pool = [said(OWNER, "debt", "um cliente tá me devendo faz dois meses", T0, "dm-7")]
+    pool += [
+        said(OWNER, f"c{i}", text, T0 + timedelta(days=1 + i), "dm-7")
+        for i, text in enumerate(CHATTER_PT)
+    ]
+    query, query2 = unit(rng.standard_normal(32)), unit(rng.standard_normal(24))
+    # The first encoder reads the debt line as far as any chatter; the second close.
+    first = {n.id: unit(rng.standard_normal(32)) for n in pool}
+    second = {n.id: unit(rng.standard_normal(24)) for n in pool}
+    second["debt"] = unit(query2 + 0.05 * rng.standard_normal(24))
+
+    def prior(config: QueryConfig) -> float:
+        plan = plan_query("CAIU!!! nem acredito", at, config)
+        priors = thread_priors(plan, query, pool, first, config=config, second=(query2, second))
+        return priors.get("debt", 0.0)
+
+    on = QueryConfig()
+    off = replace(on, second_closeness=False)
+    assert on.second_closeness
+    assert prior(on) > prior(off) + 0.05
+    # Without a second encoder's vectors the setting changes nothing.
+    plan = plan_query("CAIU!!! nem acredito", at, on)
+    assert thread_priors(plan, query, pool, first, config=on) == thread_priors(
+        plan_query("CAIU!!! nem acredito", at, off), query, pool, first, config=off
+    )
