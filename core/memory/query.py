@@ -174,12 +174,19 @@ _REQUEST = re.compile(
 # Requests for help or a suggestion: the imperatives and questions of helping,
 # suggesting and recommending in both languages (a closed class of request forms).
 _HELP = re.compile(
-    r"\b(?:me\s+(?:ajud[ae]|sugir[ae]|suger[ei]|indic[ae]|recomend[ae]|passa|d[aá]\s+uma\s+dica)\b"
+    r"\b(?:me\s+(?:ajud[ae]|sugir[ae]|suger[ei]|indic[ae]|recomend[ae]|passa"
+    r"|d[aá]\s+(?:uma|umas|algumas)\s+dicas?)\b"
     r"|(?:sugere|sugira|indica|recomenda)(?:\s*\?|\s+(?:um|uma|uns|umas|algum|alguma|algo)\b(?=[^.!]*\?))"
     r"|(?:alguma|uma)\s+(?:sugest[aã]o|dica|ideia|indica[cç][aã]o|recomenda[cç][aã]o)"
     r"|o\s+que\s+(?:eu\s+)?(?:fa[cç]o|fazer)\b|o\s+que\s+eu\s+\w+\s+agora"
     r"|o\s+que\s+(?:voc[eê]|vc|tu)\s+(?:acha|sugere|recomenda|indica)"
-    r"|what\s+should\s+i\b|what\s+do\s+i\s+\w+|help\s+me\b|\b(?:recommend|suggest)\b"
+    r"|\b(?:pode|poderia|consegue)\s+(?:me\s+)?(?:montar|planejar|sugerir|indicar|recomendar)\b"
+    r"|\bqual\s+(?:[eé]\s+)?(?:a\s+)?melhor\s+(?:forma|jeito|op[cç][aã]o)\b"
+    # "what should I", "what kind of place should I book", "what food should we pack"
+    r"|what\s+(?:\w+\s+){0,3}should\s+(?:i|we)\b|what\s+do\s+i\s+\w+|help\s+me\b"
+    r"|\b(?:recommend|suggest)\b|what'?s\s+the\s+best\s+way\b"
+    r"|\b(?:can|could|would)\s+you\s+(?:please\s+)?(?:plan|sketch|pick|choose|put\s+together"
+    r"|come\s+up\s+with|draw\s+up)\b"
     r"|any\s+(?:\w+\s+)?(?:ideas|tips|suggestions)|which\s+(?:one\s+)?(?:fits|suits)\s+me)",
     re.IGNORECASE,
 )
@@ -194,7 +201,17 @@ SELF_DESCRIPTION = re.compile(
     r"really\s+|not\s+)?\w+"
     r"|\bi'?ve\s+been\s+(?!\w+ing\b)\w+(?:\s+\w+)?\s+(?:since|for)\b"
     r"|\bi\s+(?:don'?t|do\s+not|never|can'?t|cannot)\s+(?:eat|drink|stand|like)\b"
-    r"|\bi\s+(?:love|hate|prefer|adore|like|despise)\b|\bi'?d\s+rather\b",
+    r"|\bi\s+(?:love|hate|prefer|adore|like|despise)\b|\bi'?d\s+rather\b"
+    # What the person must live with, the other half of what a suggestion must fit: an
+    # allergy, an intolerance, a phobia, a diet ("alergia desde criança", "I have a
+    # phobia of planes", "não posso comer", "eu enjoo em estrada"), and a doctor's orders
+    # ("o médico mandou cortar cerveja", "the orthopedist says no stairs").
+    r"|\b(?:alergi\w*|al[ée]rgic\w*|allerg\w+|intoler\w+|fobia|phobia|cel[ií]ac\w*|diab[ée]tic\w*"
+    r"|vegan\w*|vegetarian\w*|enjoo|enjoa|carsick|seasick)\b"
+    r"|\bn[aã]o\s+posso\s+(?:comer|beber|tomar)\b|\bwants?\s+me\s+off\b"
+    r"|\b(?:m[eé]dic[oa]|doctor|doc|nutricionista|nutritionist|dentista|dentist|ortopedista"
+    r"|orthopedist|cardiologista|cardiologist|gi)\s+(?:\w+\s+){0,2}(?:mandou|falou|disse|proibiu"
+    r"|says|said|wants|told\s+me)\b",
     re.IGNORECASE,
 )
 

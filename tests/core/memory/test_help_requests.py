@@ -39,6 +39,12 @@ def test_requests_for_help_are_a_closed_class_of_forms() -> None:
         "can you recommend a good book?",
         "vou de ônibus amanhã, sugere um lanchinho pra levar?",  # the verb and its object
         "vou encomendar uns docinhos, o que vc sugere?",  # "vc": você as typed
+        "me dá umas dicas pra viagem ser de boa?",
+        "pode me montar um roteiro de 3 dias?",
+        "qual a melhor forma de ir pra Lisboa?",
+        "what kind of place should I book?",  # a wh-phrase, then "should I"
+        "can you plan our first couple of days for me?",
+        "what's the best way to get there from Dublin?",
     ):
         assert asks_for_help(text), text
     for text in (
@@ -46,6 +52,8 @@ def test_requests_for_help_are_a_closed_class_of_forms() -> None:
         "what did I cook last week?",
         "Ficou melhor?",
         "a Ana recomenda uma série nova",  # a third person's suggestion, told
+        "can you believe it?",
+        "what did you cook yesterday?",
     ):
         assert not asks_for_help(text), text
 
@@ -59,6 +67,12 @@ def test_self_descriptions_are_stative_first_person_statements() -> None:
         "odeio academia, mas amo dançar",
         "I'm more of a tea person anyway",
         "prefiro jogo difícil",
+        # What they must live with: conditions, fears, a doctor's orders.
+        "alergia desde criança, sempre ando com antialérgico",
+        "I have a genuine phobia of planes",
+        "só que eu enjoo horrores em estrada",
+        "o médico mandou cortar cerveja e carne vermelha",
+        "the orthopedist says no stairs for a while",
     ):
         assert describes_self(text), text
     for text in (
@@ -66,6 +80,7 @@ def test_self_descriptions_are_stative_first_person_statements() -> None:
         "I'm cooking for my parents tonight",  # a gerund: what they are doing
         "você sabe como eu sou?",  # a question states nothing
         "fiz um bolo de cenoura ontem",
+        "the doctor was late today",  # a doctor, no orders
     ):
         assert not describes_self(text), text
 
