@@ -144,8 +144,8 @@ class QueryConfig:
     answer_boost: float = 1.0
     # A thread's closeness to the message read from the second encoder too, the closer
     # reading kept (as ``second_anchor`` does for the anchor): a follow-up one encoder
-    # relates to its thread and the other does not. Measured on the dev chats and both
-    # held-out sets (docs/recall.md, session 10).
+    # relates to its thread and the other does not. Measured on the dev chats and the
+    # three held-out sets (docs/recall.md, session 10).
     second_closeness: bool = True
 
 
