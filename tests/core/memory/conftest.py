@@ -50,6 +50,12 @@ async def ranked(memory: GraphMemory, message: MemoryNode, limit: int = 5) -> li
     """Stores the message, then the ids conversational recall finds for it (at its time,
     itself excluded), best first."""
     await memory.store(message)
+    return await recalled(memory, message, limit)
+
+
+async def recalled(memory: GraphMemory, message: MemoryNode, limit: int = 5) -> list[str]:
+    """The ids conversational recall finds for the already stored ``message`` (at its
+    time, itself excluded), best first."""
     recall = await memory.recall(
         message.owner,
         message.content,

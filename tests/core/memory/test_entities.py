@@ -22,6 +22,7 @@ from core.memory.graph import GraphConfig, GraphMemory
 from core.memory.search import SearchConfig
 from core.storage import MemoryNode, NodeType, SQLiteStorage
 from core.types import ChatKind, ChatRef, IncomingMessage, RecordingResponder, UserRef
+from tests.core.memory.conftest import recalled
 from tests.core.memory.test_recall_conversation import CHATTER, T0
 
 OWNER, OTHER = "telegram:42", "telegram:7"
@@ -135,19 +136,6 @@ def without_entities(storage: SQLiteStorage) -> GraphMemory:
             ),
         ),
     )
-
-
-async def recalled(memory: GraphMemory, question: MemoryNode) -> list[str]:
-    """The ids conversational recall finds for the stored ``question``, best first."""
-    recall = await memory.recall(
-        OWNER,
-        question.content,
-        scopes=None,
-        limit=5,
-        exclude_ids=[question.id],
-        at=question.timestamp,
-    )
-    return [r.node.id for r in recall.nodes]
 
 
 async def test_a_question_reaches_a_message_only_through_an_entity(
