@@ -73,6 +73,25 @@ def test_self_descriptions_are_stative_first_person_statements() -> None:
         "só que eu enjoo horrores em estrada",
         "o médico mandou cortar cerveja e carne vermelha",
         "the orthopedist says no stairs for a while",
+        # Fears and diagnoses, named by their morphemes and phrases.
+        "tenho claustrofobia, elevador nem pensar",
+        "eu tenho pavor de altura",
+        "crise de enxaqueca de novo",
+        "she got diagnosed with coeliac last year",
+        # Any health professional by the endings of those nouns, then an order.
+        "a dermatologista disse pra evitar sol forte",
+        "neurologist says my triggers are red wine and skipping meals",
+        "GP upped my inhaler and said no running in the cold",
+        "ele proibiu pegar peso",
+        # What rules things out, in the determiners of exclusion.
+        "nada de fritura depois das 8",
+        "so no garlic, no onion, no bread",
+        "nothing heavier than a kettle for six weeks",
+        # What they or those with them want, and the money there is.
+        "Mateo wants the full adrenaline package",
+        "quero aprender a cozinhar",
+        "to dura esse mês, sobra quase nada",
+        "the budget is tight for all of us",
     ):
         assert describes_self(text), text
     for text in (
@@ -81,6 +100,10 @@ def test_self_descriptions_are_stative_first_person_statements() -> None:
         "você sabe como eu sou?",  # a question states nothing
         "fiz um bolo de cenoura ontem",
         "the doctor was late today",  # a doctor, no orders
+        "the artist said it was fine",  # an -ist that is no health profession, in English
+        "nada demais hoje, só trabalho",  # "nada de" is a determiner; "demais" is not
+        "no, I went there yesterday",  # one "no" is an answer, not a list ruled out
+        "the site was down all night",  # "-itis" names a condition, "site" does not
     ):
         assert not describes_self(text), text
 
