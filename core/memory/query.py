@@ -551,7 +551,12 @@ def thread_priors(
             # GraphMemory.search_in_conversation): seeds from them would lead the walk
             # back into the session the prompt already shows.
             continue
+        # An announced event is as old as the time since it came due, not since it was
+        # told: "prova em abril" said in January is news in April.
         age = (at - node.timestamp).total_seconds() / _DAY_S
+        overdue = _overdue(node, at)
+        if overdue is not None:
+            age = min(age, overdue)
         if age > cfg.thread_days:
             continue
         event = _eventness(node, at, cfg)
@@ -598,19 +603,29 @@ def _dated(content: str, timestamp: datetime) -> tuple[Span, ...]:
     return tuple(spans(content, timestamp, past=False))
 
 
+def _overdue(node: MemoryNode, at: datetime) -> float | None:
+    """Days since the latest event the line announced came due by ``at`` (0 while it is
+    under way); None when it announced none that has."""
+    latest: float | None = None
+    for found in _dated(node.content, node.timestamp):
+        if not found.future or found.start > at + DAY or _asked(node.content, found.text):
+            continue
+        overdue = max(0.0, (at - found.end).total_seconds() / _DAY_S)
+        latest = overdue if latest is None else min(latest, overdue)
+    return latest
+
+
 def _eventness(node: MemoryNode, at: datetime, cfg: QueryConfig) -> float:
     """1 for an announced event that has come due by ``at``, less as it recedes; 0.3 for
     a reported happening dated before the day it was told ("desde ontem", "há uma
     semana"); 0 otherwise ("today" dates all chatter)."""
-    best = 0.0
+    overdue = _overdue(node, at)
+    best = 0.0 if overdue is None else math.exp(-overdue / cfg.due_days)
     for found in _dated(node.content, node.timestamp):
-        if _asked(node.content, found.text):
-            continue  # "is tomorrow a holiday? I've lost track": asked, not announced
-        if found.future:
-            if found.start > at + timedelta(days=1):
-                continue  # not due yet
-            overdue = max(0.0, (at - found.end).total_seconds() / _DAY_S)
-            best = max(best, math.exp(-overdue / cfg.due_days))
-        elif found.start.date() < node.timestamp.date():
+        if (
+            not found.future
+            and found.start.date() < node.timestamp.date()
+            and not _asked(node.content, found.text)  # "is tomorrow a holiday?": asked
+        ):
             best = max(best, 0.3)
     return best

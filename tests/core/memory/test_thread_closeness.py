@@ -1,6 +1,7 @@
 """A thread's closeness to a follow-up is read from both encoders, the closer reading kept
 (core.memory.query, ``thread_priors``, ``QueryConfig.second_closeness``): a thread the
-second encoder relates to the message and the first does not still scores as close."""
+second encoder relates to the message and the first does not still scores as close; an
+announced event is as old as the time since it came due."""
 
 from __future__ import annotations
 
@@ -48,3 +49,28 @@ def test_the_second_encoder_can_make_a_thread_close() -> None:
     assert thread_priors(plan, query, pool, first, config=on) == thread_priors(
         plan_query("CAIU!!! nem acredito", at, off), query, pool, first, config=off
     )
+
+
+def test_an_announced_event_is_as_old_as_the_time_since_it_came_due() -> None:
+    """An announced exam, told in January, is an open thread in April: its age
+    counts from the day it came due, not from the day it was told (past ``thread_days``
+    by then). Told as long ago without a date, a line is no thread any more."""
+    rng = np.random.default_rng(5)
+    told = T0 - timedelta(days=60)  # 2026-01-01
+    at = datetime(2026, 4, 12, 20, 0, tzinfo=UTC)
+    pool = [
+        said(OWNER, "exam", "a prova do concurso é dia 10 de abril", told, "dm-7"),
+        said(OWNER, "old", "to estudando pro concurso, quero muito essa vaga", told, "dm-7"),
+    ]
+    pool += [
+        said(OWNER, f"c{i}", text, at - timedelta(days=20 - i), "dm-7")
+        for i, text in enumerate(CHATTER_PT)
+    ]
+    vectors = {n.id: unit(rng.standard_normal(32)) for n in pool}
+    config = QueryConfig()
+    assert (at - told).days > config.thread_days
+    plan = plan_query("saiu o resultado!!!", at, config)
+    priors = thread_priors(plan, unit(rng.standard_normal(32)), pool, vectors, config=config)
+    assert "exam" in priors
+    assert "old" not in priors
+    assert priors["exam"] == max(priors.values())  # due two days ago: the likeliest referent
