@@ -596,7 +596,13 @@ class GraphMemory(ConversationMemory):
         pool = await self.storage.nodes.recent(owner, limit=cfg.pool, scopes=scopes, before=at)
         # Stored vectors and edges: the context costs no model pass and no new comparison.
         vectors = await self.graph.vectors(owner, [n.id for n in pool])
-        edges, _ = await self.graph.neighbours(owner, [n.id for n in pool])
+        # The links between the pooled lines tell which threads were taken up again; read
+        # only when that counts (QueryConfig.closed_factor).
+        edges = (
+            (await self.graph.neighbours(owner, [n.id for n in pool]))[0]
+            if cfg.closed_factor != 1.0
+            else []
+        )
         turns = [
             vectors[n.id]
             for n in pool[-3:]

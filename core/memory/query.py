@@ -22,11 +22,12 @@ message's own time (:mod:`core.memory.timeexpr`) and becomes a window the search
 with little context blended: the date is the anchor.
 
 Threads: among the person's recent messages, one that announced something dated which has
-come due ("entrevista amanhã", "a mudança é sábado") or reported something happening
-("desde ontem"), that nothing later followed up (no later message of theirs close to it),
-is an open thread. Open threads, the previous session and the current turns become search
-seeds weighted by the context weight and by how close each is to the message; the walk
-then follows their follow-up edges as it does for any seed.
+come due ("entrevista amanhã", "a mudança é sábado"), reported something happening ("desde
+ontem") or stands close to the message is a likely thread. A matter taken up again later
+stays open: its news is still to come ("a peça chega em 10 dias" after "é a embreagem").
+Threads, the previous session and the current turns become search seeds weighted by the
+context weight and by how close each is to the message; the walk then follows their
+follow-up edges as it does for any seed.
 """
 
 from __future__ import annotations
@@ -115,6 +116,15 @@ class QueryConfig:
     # most), not of a question that says what it is about. 1: off. Chosen
     # leave-one-person-out on the dev chats (docs/recall.md, session 8).
     named_threads: float = 0.5
+    # What makes a recent line of the person the thread a follow-up picks up, as shares
+    # of its score: its closeness to the message, its eventness (an announced event that
+    # came due), its recency, a topic shared with the message, being of the previous
+    # session. A thread a later message of the person already took up (a "similar" link
+    # from it) counts x ``closed_factor``: 1, none, since a matter told over several
+    # messages is still open until its news comes (chosen leave-one-set-out over the dev
+    # chats and held-out sets 1-3 among 0.6, 0.8 and 1: docs/recall.md, session 11).
+    thread_shares: tuple[float, float, float, float, float] = (0.25, 0.55, 0.1, 0.1, 0.1)
+    closed_factor: float = 1.0
     names_words: int = 3
     # A request to recall what the person told ("lembra que eu te falei que levanto de
     # madrugada?", "remind me which day my lessons are on?"): the wrapper is left out of
@@ -562,11 +572,18 @@ def thread_priors(
         event = _eventness(node, at, cfg)
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
-        score = 0.25 * float(confidence[i]) + 0.55 * event + 0.1 * recency + 0.1 * shared
-        if node.id in in_previous:
-            score += 0.1
+        close_share, event_share, recency_share, topic_share, previous_share = (
+            cfg.thread_shares
+        )
+        score = (
+            close_share * float(confidence[i])
+            + event_share * event
+            + recency_share * recency
+            + topic_share * shared
+            + previous_share * (node.id in in_previous)
+        )
         if node.id in closed:
-            score *= 0.6
+            score *= cfg.closed_factor
         priors[node.id] = cfg.prior_scale * weight * score * named
     return priors
 

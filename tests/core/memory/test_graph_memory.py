@@ -97,9 +97,10 @@ async def test_headache_followed_up_thirty_days_later(memory: GraphMemory) -> No
     found = {r.node.id: r for r in recall.nodes}
     assert "n1" in found and "n2" in found
     assert third.id not in found
-    # The path: "Ficou melhor?" resumes the last conversation, which follows up on the headache.
+    # The path: "Ficou melhor?" resumes the last conversation, the headache and the
+    # question that followed it up, linked both ways by their follow-up edge.
     assert found["n1"].reason == "via follow_up from n2" or found["n1"].reason == "direct match"
-    assert found["n2"].via_relation in (None, "resumes")
+    assert found["n2"].via_relation in (None, "resumes", "follow_up")
 
 
 async def test_tags_of_the_seed_messages(memory: GraphMemory) -> None:
