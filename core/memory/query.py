@@ -572,9 +572,7 @@ def thread_priors(
         event = _eventness(node, at, cfg)
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
-        close_share, event_share, recency_share, topic_share, previous_share = (
-            cfg.thread_shares
-        )
+        close_share, event_share, recency_share, topic_share, previous_share = cfg.thread_shares
         score = (
             close_share * float(confidence[i])
             + event_share * event
