@@ -116,6 +116,7 @@ class QueryConfig:
     # most), not of a question that says what it is about. 1: off. Chosen
     # leave-one-person-out on the dev chats (docs/recall.md, session 8).
     named_threads: float = 0.5
+    names_words: int = 3
     # What makes a recent line of the person the thread a follow-up picks up, as shares
     # of its score: its closeness to the message, its eventness (an announced event that
     # came due), its recency, a topic shared with the message, being of the previous
@@ -125,7 +126,6 @@ class QueryConfig:
     # chats and held-out sets 1-3 among 0.6, 0.8 and 1: docs/recall.md, session 11).
     thread_shares: tuple[float, float, float, float, float] = (0.25, 0.55, 0.1, 0.1, 0.1)
     closed_factor: float = 1.0
-    names_words: int = 3
     # A request to recall what the person told ("lembra que eu te falei que levanto de
     # madrugada?", "remind me which day my lessons are on?"): the wrapper is left out of
     # what is searched, the encoders then read the thing told rather than "remember",
@@ -549,6 +549,7 @@ def thread_priors(
 
     # A question naming its subject asks for it, not for the open threads.
     named = cfg.named_threads if names_its_subject(plan, cfg) else 1.0
+    close_share, event_share, recency_share, topic_share, previous_share = cfg.thread_shares
     priors: dict[str, float] = {}
     for node in pool:
         i = index.get(node.id)
@@ -569,10 +570,9 @@ def thread_priors(
             age = min(age, overdue)
         if age > cfg.thread_days:
             continue
-        event = _eventness(node, at, cfg)
+        event = _eventness(node, cfg, overdue)
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
-        close_share, event_share, recency_share, topic_share, previous_share = cfg.thread_shares
         score = (
             close_share * float(confidence[i])
             + event_share * event
@@ -630,11 +630,10 @@ def _overdue(node: MemoryNode, at: datetime) -> float | None:
     return latest
 
 
-def _eventness(node: MemoryNode, at: datetime, cfg: QueryConfig) -> float:
-    """1 for an announced event that has come due by ``at``, less as it recedes; 0.3 for
-    a reported happening dated before the day it was told ("desde ontem", "há uma
-    semana"); 0 otherwise ("today" dates all chatter)."""
-    overdue = _overdue(node, at)
+def _eventness(node: MemoryNode, cfg: QueryConfig, overdue: float | None) -> float:
+    """1 for an announced event that has come due (``overdue``: :func:`_overdue`), less
+    as it recedes; 0.3 for a reported happening dated before the day it was told ("desde
+    ontem", "há uma semana"); 0 otherwise ("today" dates all chatter)."""
     best = 0.0 if overdue is None else math.exp(-overdue / cfg.due_days)
     for found in _dated(node.content, node.timestamp):
         if (
