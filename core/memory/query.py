@@ -221,7 +221,7 @@ _STATIVE = (
 _CONDITION = (
     r"\b(?:alergi\w*|al[ée]rgic\w*|allerg\w+|intoler\w+|\w*fobi\w*|\w*phobi\w*|cel[ií]ac\w*"
     r"|diab[ée]tic\w*|vegan\w*|vegetarian\w*|enjoo|enjoa|carsick|seasick|diagnos\w+"
-    r"|pavor|terrified|\w+itis)\b|\bcrise\s+de\b|\bproibiu\b|\bforbade\b"
+    r"|pavor|terrified|\w+itis)\b|\bcrise\s+de\b"
     r"|\b(?:medo|horror)\s+(?:de|a)\b|\b(?:scared|afraid)\s+of\b"
     r"|\bn[aã]o\s+posso\s+(?:comer|beber|tomar)\b|\bwants?\s+me\s+off\b"
 )
@@ -237,9 +237,11 @@ _CARER = (
     r"|\w+(?:ista|logo|loga|iatra|peuta|ologist|iatrist|ician|apist))"
 )
 _ORDERS = (
-    rf"\b{_CARER}\s+(?:[^\s.!?;]+\s+){{0,4}}?(?:mandou|falou|disse|proibiu|passou|cortou"
+    rf"\b{_CARER}\s+(?:[^\s.!?;]+\s+){{0,4}}?(?:mandou|falou|disse|passou|cortou"
     r"|liberou|pediu|recomendou|receitou|says|said|wants|told\s+me|put\s+me\s+on"
     r"|recommended|prescribed)\b"
+    # A ban needs no one named: "ele proibiu pegar peso" (the doctor said just before).
+    r"|\bproibiu\b|\bforbade\b"
 )
 # What rules a thing out, in the determiners of exclusion: "nada de fritura", "zero
 # glúten", "café nem pensar", "no garlic, no onion", "nothing heavier than a kettle",
