@@ -198,7 +198,31 @@ _HELP = re.compile(
     r"|\b(?:recommend|suggest)\b|what'?s\s+the\s+best\s+way\b"
     r"|\b(?:can|could|would)\s+you\s+(?:please\s+)?(?:plan|sketch|pick|choose|put\s+together"
     r"|come\s+up\s+with|draw\s+up)\b"
-    r"|any\s+(?:\w+\s+)?(?:ideas|tips|suggestions)|which\s+(?:one\s+)?(?:fits|suits)\s+me)",
+    r"|any\s+(?:\w+\s+)?(?:ideas|tips|suggestions)|which\s+(?:one\s+)?(?:fits|suits)\s+me"
+    # The modal questions of choosing ("should I go?", "where can I take her?", "o q
+    # vc acha q eu devo aprender?"), the subjunctive of fitting ("coisa q eu possa
+    # comer", "somewhere I can get to"), asking for ideas or a list ("me da umas
+    # ideia", "me diz umas comida", "ideas?", "give me an 8 week plan") and the
+    # first-person questions of what to pick or how to go about it ("o q eu peço
+    # lá?", "como eu me organizo?").
+    r"|\bshould\s+(?:i|we)\b(?=[^.!]*\?)|\b(?:devo|deveria|devia)\s+\w+[aeio]r\b(?=[^.!]*\?)"
+    r"|\b(?:what|where|which|how)\s+(?:\w+\s+){0,3}can\s+(?:i|we)\b"
+    r"|\b(?:something|somewhere|anything|anywhere)\s+(?:that\s+)?(?:i|we)\s+(?:can|could|should)\b"
+    r"|\b(?:coisa|algo|lugar|algum|alguma)\s+q(?:ue)?\s+(?:eu\s+|a\s+gente\s+)?(?:possa|possamos|d[eê])\b"
+    r"|\bq(?:ue)?\s+(?:voc[eê]|vc|tu)\s+(?:acha|sugere|recomenda|indica)\b"
+    r"|\bme\s+(?:diz|fala|d[aá]|manda|mostra|passa)\s+(?:umas|uns|algumas|alguns)\b"
+    r"|\b(?:umas?|algumas?)\s+(?:ideias?|dicas?|sugest\w+)|\bideias?\s*\?|\bideas\s*\?"
+    r"|\b(?:give|make|write|build)\s+me\s+(?:a|an|some)\s+(?:[\w-]+\s+){0,3}"
+    r"(?:plan|list|ideas|tips|schedule|route|menu|recipe|playlist|routine|program+e?)\b"
+    r"|\bo\s+q(?:ue)?\s+(?:eu\s+|a\s+gente\s+)?(?:pe[cç]o|levo|compro|cozinho|visto|dou|escolho"
+    r"|pe[cç]a|leve|compre|fa[cç]a|d[eê])\b(?=[^.!]*\?)"
+    r"|\bcomo\s+(?:(?:eu|a\s+gente)\s+)?(?:me\s+)?\w+o\s*\?"
+    r"|\bo\s+q(?:ue)?\s+(?:eu\s+|a\s+gente\s+)?(?:posso|podemos)\b|\bwhich\s+one\s*\?"
+    # The imperatives of making something for the person ("monta uma playlist pra
+    # mim?", "plan a nice day out for me and Finn?").
+    r"|\b(?:monta|faz|cria|prepara|organiza|planeja|escolhe)\s+(?:um|uma|uns|umas)\b(?=[^.!]*\?)"
+    r"|(?:^|[.!?,;]\s*)(?:plan|pick|choose|make|put\s+together|sketch|draw\s+up|find)\s+"
+    r"(?:me\s+|us\s+)?(?:a|an|some)\b)",
     re.IGNORECASE,
 )
 # First-person stative self-descriptions: what the person is ("sou", "I'm a", "I've been
@@ -211,7 +235,9 @@ _STATIVE = (
     r"|\b(?:i'?m|i\s+am)\s+(?!\w+ing\b)(?:a\s+|an\s+|more\s+of\s+a\s+|so\s+|very\s+|"
     r"really\s+|not\s+)?\w+"
     r"|\bi'?ve\s+been\s+(?!\w+ing\b)\w+(?:\s+\w+)?\s+(?:since|for)\b"
-    r"|\bi\s+(?:don'?t|do\s+not|never|can'?t|cannot)\s+(?:eat|drink|stand|like|do)\b"
+    r"|\b(?:i|we|they)\s+(?:don'?t|do\s+not|never|can'?t|cannot)\s+(?:eat|drink|stand|like|do)\b"
+    r"|\bo\s+q(?:ue)?\s+eu\s+(?:gosto|curto|amo|prefiro)\b|\bn[aã]o\s+(?:desce|d[aá]\s+pra\s+mim)\b"
+    r"|\bnot\s+(?:for\s+me|my\s+thing|my\s+cup\s+of\s+tea)\b|\b(?:evito|avoid)\b|\bt[oô]\s+evitando\b"
     r"|\bi\s+(?:love|hate|prefer|adore|like|despise)\b|\bi'?d\s+rather\b"
 )
 # What the person must live with, the other half of what a suggestion must fit: an
@@ -224,6 +250,21 @@ _CONDITION = (
     r"|pavor|terrified|\w+itis)\b|\bcrise\s+de\b"
     r"|\b(?:medo|horror)\s+(?:de|a)\b|\b(?:scared|afraid)\s+of\b"
     r"|\bn[aã]o\s+posso\s+(?:comer|beber|tomar)\b|\bwants?\s+me\s+off\b"
+    # The chronic conditions a plan must fit, by name (a closed class: no morpheme
+    # marks them in both languages), and what one lives with for them.
+    r"|\b(?:diabet\w*|asma|asthma\w*|alzheimer\w*|parkinson\w*|epilep\w*|hipertens\w*"
+    r"|hypertens\w*|enxaqueca|migraines?|osteopor\w*|artrose|gout|autis\w*|anemi\w*"
+    r"|colesterol|cholesterol|press[aã]o\s+alta|high\s+blood\s+pressure|hearing\s+aid"
+    r"|aparelho\s+auditivo|wheelchair|cadeira\s+de\s+rodas|hay\s+fever|h[eé]rnia|hernia"
+    r"|(?:gastr|sinus|rin|tendin|artr|burs|dermat|col|bronqu|labirint)ite)\b"
+    r"|\b(?:tomo|i\s+take|i'?m\s+on)\s+(?:\w+\s+){0,2}(?:rem[eé]dios?|medica\w+|meds|pills?"
+    r"|insulin\w*)\b"
+    # What someone with the person cannot or will not do, and the terms a plan must
+    # keep to ("ela não pode ficar sozinha", "she doesn't eat onion", "he won't take it
+    # on motorways", "I don't own a car", "as long as it's under 60 people").
+    r"|\bn[aã]o\s+(?:come|bebe|dirige|(?:posso|pode|podem|podemos)\s+\w+[aeio]r)\b"
+    r"|\b(?:doesn'?t|does\s+not|won'?t|will\s+not)\s+(?:eat|drink|stand|like|do|take|drive)\b"
+    r"|\b(?:don'?t|do\s+not)\s+(?:own|drive)\b|\bas\s+long\s+as\b|\bcontanto\s+que\b"
 )
 # A doctor's orders ("o médico mandou cortar cerveja", "the orthopedist says no stairs",
 # "GP upped my antihistamine and said ..."): a health professional, named by the
@@ -242,6 +283,10 @@ _ORDERS = (
     r"|recommended|prescribed)\b"
     # A ban needs no one named: "ele proibiu pegar peso" (the doctor said just before).
     r"|\bproibiu\b|\bforbade\b"
+    # An order to cut something out, whoever gave it ("passou metformina e mandou cortar
+    # doce", "told me to cut out caffeine").
+    r"|\b(?:mandou|mandaram|told\s+me\s+to)\s+(?:cortar|parar|evitar|tirar|diminuir"
+    r"|cut|stop|avoid|quit)\b"
 )
 # What rules a thing out, in the determiners of exclusion: "nada de fritura", "zero
 # glúten", "café nem pensar", "no garlic, no onion", "nothing heavier than a kettle",
@@ -257,6 +302,10 @@ _WANTS = (
     r"\b(?:quero|i\s+want|wants|s[oó]\s+(?:gosta|gosto|como|escuto|bebo|ouve|come))\b"
     r"|\bsem\s+gastar\b|\bt[oô]\s+dur[oa]\b|\bbudget\b|\bcan'?t\s+afford\b"
     r"|\b(?:preferid[oa]|favou?rite)\b"
+    # What someone with the person loves or is taken with ("o Enzo tá viciado em
+    # dinossauro", "só fala de T-rex", "she's obsessed with horses", "he adores jazz").
+    r"|\b(?:viciad|obcecad|louc|doid|apaixonad)[oa]s?\s+(?:em|por|com)\b|\bs[oó]\s+fala\s+(?:de|em)\b"
+    r"|\bobsessed\s+with\b|\bmad\s+about\b|\b(?:loves|hates|adores|prefers)\b"
 )
 SELF_DESCRIPTION = re.compile(
     "|".join((_STATIVE, _CONDITION, _ORDERS, _EXCLUSION, _WANTS)), re.IGNORECASE

@@ -45,6 +45,24 @@ def test_requests_for_help_are_a_closed_class_of_forms() -> None:
         "what kind of place should I book?",  # a wh-phrase, then "should I"
         "can you plan our first couple of days for me?",
         "what's the best way to get there from Dublin?",
+        # The modal questions of choosing, the subjunctive of fitting, asking for ideas
+        # or a list, and first-person questions of what to pick or how to go about it.
+        "should I take the job or wait?",
+        "where can we eat near the station?",
+        "que curso vc acha q eu devo fazer?",
+        "quero algo q eu possa levar na bolsa",
+        "somewhere I can go without a car?",
+        "me diz uns livros bons pra praia",
+        "me da umas ideia de presente",
+        "ideias?",
+        "party on friday, ideas?",
+        "give me a 4 week plan for the exam",
+        "vou num rodízio, o q eu peço?",
+        "o que eu posso beber lá?",
+        "mudança semana que vem, como eu me organizo?",
+        "monta uma lista de filmes pra mim?",
+        "plan a day out for me and the kids?",
+        "three starters on the menu, which one?",
     ):
         assert asks_for_help(text), text
     for text in (
@@ -54,6 +72,12 @@ def test_requests_for_help_are_a_closed_class_of_forms() -> None:
         "a Ana recomenda uma série nova",  # a third person's suggestion, told
         "can you believe it?",
         "what did you cook yesterday?",
+        "can I tell you something?",  # "can I" asks leave, not advice
+        "quanto eu ainda devo pro mecânico?",  # "devo" of owing: no infinitive follows
+        "how far could I run back in March?",  # a past ability, recalled
+        "me fala uma coisa, vc gosta de chuva?",  # one thing asked, not a list
+        "I should go to bed",  # no question
+        "o que eu comi ontem?",
     ):
         assert not asks_for_help(text), text
 
@@ -92,6 +116,28 @@ def test_self_descriptions_are_stative_first_person_statements() -> None:
         "quero aprender a cozinhar",
         "to dura esse mês, sobra quase nada",
         "the budget is tight for all of us",
+        # Chronic conditions by name, and what one lives with for them.
+        "meu pai tem parkinson faz uns anos",
+        "my wife has asthma, dust is a nightmare",
+        "fiz exame e deu gastrite",
+        "tomo remédio pra tireoide todo dia",
+        "I'm on blood pressure pills now",
+        # What someone with the person cannot or will not do, and terms to keep to.
+        "ela não pode comer glúten",
+        "he doesn't drink at all",
+        "we don't eat beef",
+        "I don't own a bike",
+        "fine by me as long as it's cheap",
+        "a nutri mandou cortar açúcar",
+        "told me to avoid dairy for a month",
+        # What they or those with them love; what is not for them; what they avoid.
+        "a Bia tá viciada em slime",
+        "he's obsessed with trains",
+        "my mum adores musicals",
+        "o q eu gosto é praia vazia",
+        "pagode não desce",
+        "clubbing is not my thing",
+        "to evitando açúcar",
     ):
         assert describes_self(text), text
     for text in (
@@ -104,6 +150,10 @@ def test_self_descriptions_are_stative_first_person_statements() -> None:
         "nada demais hoje, só trabalho",  # "nada de" is a determiner; "demais" is not
         "no, I went there yesterday",  # one "no" is an answer, not a list ruled out
         "the site was down all night",  # "-itis" names a condition, "site" does not
+        "ele ficou em casa ontem",
+        "I don't know yet",  # "don't" with no verb of eating, liking or owning
+        "a noite foi longa",  # "-ite" of a condition only on its stems: not "noite"
+        "the bus was late, as usual",
     ):
         assert not describes_self(text), text
 
