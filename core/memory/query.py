@@ -226,9 +226,11 @@ _HELP = re.compile(
     re.IGNORECASE,
 )
 # First-person stative self-descriptions: what the person is ("sou", "I'm a", "I've been
-# X since"), does not do ("não como", "I don't eat", "I can't stand") and likes or hates
-# ("adoro", "odeio", "prefiro", "I love", "I'd rather"). "estou"/"to" and "I'm" + a
-# gerund are passing states, not descriptions.
+# X since"), does not do, alone or with those they live with ("não como", "I don't eat",
+# "we don't eat pork", "I can't stand"), likes or hates ("adoro", "odeio", "prefiro", "I
+# love", "I'd rather", "o q eu gosto é"), and keeps away from ("não desce", "not my
+# thing", "evito"). "estou"/"to" and "I'm" + a gerund are passing states, not
+# descriptions; "to evitando" is the one kept, since avoiding is a standing choice.
 _STATIVE = (
     r"(?:^|[.!?,;]\s*|\beu\s+|\bque\s+)(?:sou|n[aã]o\s+(?:sou|como|bebo|gosto|suporto|"
     r"aguento|curto)|adoro|amo|odeio|detesto|prefiro|gosto\s+de|curto)\b"
