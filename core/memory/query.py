@@ -423,8 +423,14 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
     # A time named in a question is where to look ("o que eu comi ontem?"); in a statement
     # it dates the news being told ("she flew back yesterday"), not what to recall.
     asks = "?" in text
+    # A request for a suggestion is about plans: "hosting brunch on Sunday, what should I
+    # make?" names the coming Sunday, not the last; "last Sunday" stays in the past.
     windows = (
-        [s for s in spans(text, at, past=True) if not s.future and s.start < at - DAY]
+        [
+            s
+            for s in spans(text, at, past=not asks_for_help(text))
+            if not s.future and s.start < at - DAY
+        ]
         if at is not None and asks
         else []
     )

@@ -107,6 +107,20 @@ async def test_a_statement_dating_its_own_news_is_no_window(memory: GraphMemory)
     assert [w.start.date().isoformat() for w in plan.windows] == ["2019-02-25"]
 
 
+def test_a_request_for_a_suggestion_names_the_coming_day_not_the_last() -> None:
+    # T0 is a Monday: a bare "Sunday" in a question about the past is yesterday's, but a
+    # request for a suggestion is about plans, so it names no window to search in.
+    plan = plan_query("hosting my team for brunch on Sunday, what should I make?", T0)
+    assert plan.windows == []
+    plan = plan_query("sábado tem churrasco, o que eu posso comer?", T0)
+    assert plan.windows == []
+    # What was asked about the past stays so, in a request or not.
+    plan = plan_query("what did I cook on Sunday?", T0)
+    assert [w.start.date().isoformat() for w in plan.windows] == ["2019-03-03"]
+    plan = plan_query("I loved last Sunday's brunch, what should I make this time?", T0)
+    assert [w.start.date().isoformat() for w in plan.windows] == ["2019-03-03"]
+
+
 def test_context_weight_follows_what_the_message_carries() -> None:
     config = QueryConfig()
     short = plan_query("Ficou melhor?", T0, config)
