@@ -186,9 +186,9 @@ _REQUEST = re.compile(
 # suggesting and recommending in both languages (a closed class of request forms).
 _HELP = re.compile(
     r"\b(?:me\s+(?:ajud[ae]|sugir[ae]|suger[ei]|indic[ae]|recomend[ae]|passa"
-    r"|d[aá]\s+(?:uma|umas|algumas)\s+dicas?)\b"
+    r")\b"
     r"|(?:sugere|sugira|indica|recomenda)(?:\s*\?|\s+(?:um|uma|uns|umas|algum|alguma|algo)\b(?=[^.!]*\?))"
-    r"|(?:alguma|uma)\s+(?:sugest[aã]o|dica|ideia|indica[cç][aã]o|recomenda[cç][aã]o)"
+    r"|(?:alguma|uma)\s+(?:indica[cç][aã]o|recomenda[cç][aã]o)"
     r"|o\s+que\s+(?:eu\s+)?(?:fa[cç]o|fazer)\b|o\s+que\s+eu\s+\w+\s+agora"
     r"|o\s+que\s+(?:voc[eê]|vc|tu)\s+(?:acha|sugere|recomenda|indica)"
     r"|\b(?:pode|poderia|consegue)\s+(?:me\s+)?(?:montar|planejar|sugerir|indicar|recomendar)\b"
@@ -248,16 +248,16 @@ _STATIVE = (
 # planes", "não posso comer", "eu enjoo em estrada").
 _CONDITION = (
     r"\b(?:alergi\w*|al[ée]rgic\w*|allerg\w+|intoler\w+|\w*fobi\w*|\w*phobi\w*|cel[ií]ac\w*"
-    r"|diab[ée]tic\w*|vegan\w*|vegetarian\w*|enjoo|enjoa|carsick|seasick|diagnos\w+"
+    r"|diab(?:et|[ée]tic)\w*|vegan\w*|vegetarian\w*|enjoo|enjoa|carsick|seasick|diagnos\w+"
     r"|pavor|terrified|\w+itis)\b|\bcrise\s+de\b"
     r"|\b(?:medo|horror)\s+(?:de|a)\b|\b(?:scared|afraid)\s+of\b"
-    r"|\bn[aã]o\s+posso\s+(?:comer|beber|tomar)\b|\bwants?\s+me\s+off\b"
+    r"|\bwants?\s+me\s+off\b"
     # The chronic conditions a plan must fit, by name (a closed class: no morpheme
     # marks them in both languages), and what one lives with for them.
-    r"|\b(?:diabet\w*|asma|asthma\w*|alzheimer\w*|parkinson\w*|epilep\w*|hipertens\w*"
-    r"|hypertens\w*|enxaqueca|migraines?|osteopor\w*|artrose|gout|autis\w*|anemi\w*"
+    r"|\b(?:asma|asthma\w*|alzheimer\w*|parkinson\w*|epilep\w*|h[iy]pertens\w*"
+    r"|enxaqueca|migraines?|osteopor\w*|artrose|gout|autis\w*|anemi\w*"
     r"|colesterol|cholesterol|press[aã]o\s+alta|high\s+blood\s+pressure|hearing\s+aid"
-    r"|aparelho\s+auditivo|wheelchair|cadeira\s+de\s+rodas|hay\s+fever|h[eé]rnia|hernia"
+    r"|aparelho\s+auditivo|wheelchair|cadeira\s+de\s+rodas|hay\s+fever|h[eé]rnia"
     r"|(?:gastr|sinus|rin|tendin|artr|burs|dermat|col|bronqu|labirint)ite)\b"
     r"|\b(?:tomo|i\s+take|i'?m\s+on)\s+(?:\w+\s+){0,2}(?:rem[eé]dios?|medica\w+|meds|pills?"
     r"|insulin\w*)\b"
@@ -337,7 +337,7 @@ def self_priors(
     """Seeds for the person's self-descriptions when the message asks for help or a
     suggestion (``QueryConfig.self_prior``); empty otherwise."""
     cfg = config or QueryConfig()
-    if cfg.self_prior <= 0 or not asks_for_help(plan.text):
+    if cfg.self_prior <= 0 or not plan.helps:
         return {}
     mine = [n for n in pool if n.type is NodeType.USER_MESSAGE and n.id in vectors]
     wanted = [n.id for n in mine if describes_self(n.content)]
@@ -398,6 +398,8 @@ class QueryPlan:
     request: str | None = None
     # The unit of time the message asks for (:func:`core.memory.timeexpr.asked_unit`).
     unit: str | None = None
+    # Whether the message asks for help or a suggestion (:func:`asks_for_help`).
+    helps: bool = False
 
     def answer_factor(self, content: str, config: QueryConfig | None = None) -> float:
         """How much a found line counts for naming the kind of time asked for (see
@@ -423,14 +425,11 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
     # A time named in a question is where to look ("o que eu comi ontem?"); in a statement
     # it dates the news being told ("she flew back yesterday"), not what to recall.
     asks = "?" in text
+    helps = asks_for_help(text)
     # A request for a suggestion is about plans: "hosting brunch on Sunday, what should I
     # make?" names the coming Sunday, not the last; "last Sunday" stays in the past.
     windows = (
-        [
-            s
-            for s in spans(text, at, past=not asks_for_help(text))
-            if not s.future and s.start < at - DAY
-        ]
+        [s for s in spans(text, at, past=not helps) if not s.future and s.start < at - DAY]
         if at is not None and asks
         else []
     )
@@ -444,7 +443,7 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
     if windows:
         weight *= cfg.window_factor
         reasons.append("names a time: " + ", ".join(s.text for s in windows))
-    plan = QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons)
+    plan = QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons, helps=helps)
     plan.request = recall_request(text)
     if plan.request is not None:
         reasons.append("recall request")
