@@ -158,6 +158,19 @@ class QueryConfig:
     # relates to its thread and the other does not. Measured on the dev chats and the
     # three held-out sets (docs/recall.md, session 10).
     second_closeness: bool = True
+    # A line that awaits an outcome (an application, an exam or an interview, a wait for
+    # an answer: ``AWAITING``) is an open matter until its news comes, dated or not, and
+    # the news may take months ("applied for permanent residency, they say 3 to 6
+    # months"): its eventness is at least ``awaiting``, ``awaiting_news`` when the
+    # message tells or asks for an outcome ("PASSEI!!!", "they said yes", "deu certo?":
+    # ``OUTCOME``, ``ASKS_OUTCOME``), and it stays a thread for ``awaiting_days``. Such
+    # news points back by what it is, as a deictic does by its words: its context weight
+    # gains ``news_bonus`` (the deictic bonus's size). 0: off. Chosen on the dev chats
+    # and sets 1-7 (docs/recall.md, session 13).
+    awaiting: float = 0.5
+    awaiting_news: float = 1.0
+    awaiting_days: float = 120.0
+    news_bonus: float = 0.2
 
 
 # Remember-what-I-told-you wrappers: a closed class of phrasings of both languages (the
@@ -312,6 +325,59 @@ _WANTS = (
 SELF_DESCRIPTION = re.compile(
     "|".join((_STATIVE, _CONDITION, _ORDERS, _EXCLUSION, _WANTS)), re.IGNORECASE
 )
+# What awaits an outcome, so stays open until its news comes: applying, enrolling,
+# submitting, a test, an exam, an interview or an audition to take, an offer or a bid
+# made, and waiting for an answer (a closed class of the verbs and nouns of seeking and
+# being assessed). "Me inscrevi no concurso, prova em abril" is the likely referent of
+# "PASSEI!!!" months later; "the old boat needs a new outboard" is a need, not this.
+AWAITING = re.compile(
+    r"\b(?:(?:me\s+)?inscrevi|inscri[cç](?:[aã]o|[oõ]es)|candidatei|candidatura|dei\s+entrada"
+    r"|mandei\s+(?:o\s+|a\s+|meu\s+|minha\s+)?(?:curr[ií]culo|cv|proposta|documentos?"
+    r"|papelada|portf[oó]lio|projeto|inscri[cç][aã]o)"
+    r"|(?:pedi|solicitei|requeri)\s+(?:o\s+|a\s+|um\s+|uma\s+|meu\s+|minha\s+)?(?:visto|"
+    r"transfer[eê]ncia|empr[eé]stimo|financiamento|aposentadoria|revis[aã]o|aumento|licen[cç]a"
+    r"|guarda|cidadania|passaporte|resid[eê]ncia|bolsa)"
+    r"|provas?|entrevistas?|processo\s+seletivo|seletiva|concursos?|vestibular|enem|audi[cç][aã]o"
+    r"|prestar|esperando\s+(?:o\s+|a\s+)?(?:resultado|resposta|retorno|aprova[cç][aã]o|an[aá]lise)"
+    r"|aguardando|[eé]\s+esperar|resultado\s+sai|(?:fila|lista)\s+de\s+espera|torcendo"
+    r"|procurando\s+(?:um\s+|uma\s+)?(?:ap[eê]|apartamento|casa|emprego|trampo|vaga|est[aá]gio)"
+    r"|appl(?:ied|ying|ication)|submitted|sent\s+(?:off|in)\s+(?:my|the|our|an?)"
+    r"|put\s+in\s+(?:an?\s+)?(?:offer|bid|application|for)|made\s+an\s+offer"
+    r"|interview(?:s|ing)?|audition(?:s|ing)?|exams?|tests?|tryouts?|assessments?"
+    r"|shortlisted|waiting\s+(?:on|for|to\s+hear|list)|(?:now|so)\s+(?:i|we)\s+wait"
+    r"|results?\s+(?:are|is|come|comes)\s+out|fingers\s+crossed|hoping\s+to\s+get"
+    r"|looking\s+for\s+(?:a|an)\s+(?:flat|job|house|place|new)|trying\s+to\s+get|pending"
+    r"|appeal)\b",
+    re.IGNORECASE,
+)
+# The news of an outcome: succeeding, failing, being taken or turned down, a result or an
+# answer come (a closed class: "passei", "fui aprovada", "contrataram ela", "peguei as
+# chaves", "I'm in", "it came through", "they said yes", "results are out"). A line
+# telling one closes its matter ("saiu a nota da prova: passei raspando" awaits nothing).
+OUTCOME = re.compile(
+    r"\b(?:passe+i+|passamos|passou|aprovad[oa]s?|aprovaram|reprovad[oa]s?|reprovei|entrei"
+    r"|entramos|consegui(?:mos)?|deu\s+(?:certo|errado)|n[aã]o\s+deu|contrataram|aceitaram"
+    r"|fui\s+(?:aceit|chamad|selecionad|contratad|aprovad|promovid)[oa]|ganh(?:ei|amos)"
+    r"|peguei\s+as\s+chaves|saiu\s+(?:o|a)\s+(?:resultado|nota|lista|aprova[cç][aã]o|visto)"
+    r"|(?:in)?deferid[oa]|negad[oa]|recusad[oa]|oficialmente|passed|failed"
+    r"|got\s+in(?=\s*(?:[!.,]|$))|got\s+into"
+    r"|(?:i'?m|we'?re)\s+in\b(?!\s+\w)|it'?s\s+(?:mine|ours|official)|accepted|approved"
+    r"|rejected|turned\s+(?:\w+\s+)?down|didn'?t\s+get|came\s+through|offered\s+(?:me|us)"
+    r"|got\s+the\s+(?:job|place|part|role|offer|keys|letter|call|email|results?|grant|visa"
+    r"|go-ahead|all-clear)|results?\s+(?:are|is|came|come)\s+(?:in|out|back)|results?\s+came"
+    r"|officially|granted|denied|said\s+yes|heard\s+back|won"
+    r"|terminei|completei|finalizei|conclu[ií]|finished|did\s+it|made\s+it|nailed\s+it)\b",
+    re.IGNORECASE,
+)
+
+
+# Asking for an outcome: "e aí, deu certo?", "como foi?", "alguma novidade?", "how did it
+# go?", "any news?", "did you hear back?".
+ASKS_OUTCOME = re.compile(
+    r"\b(?:como\s+(?:foi|que\s+foi|ficou)|deu\s+certo|alguma\s+(?:novidade|not[ií]cia)|e\s+a[ií](?=\s*\?)"
+    r"|how\s+did\s+(?:it|that|the\s+\w+)\s+go|any\s+(?:news|word)|heard\s+(?:back|anything))\b",
+    re.IGNORECASE,
+)
 
 
 def asks_for_help(text: str) -> bool:
@@ -323,6 +389,17 @@ def asks_for_help(text: str) -> bool:
 def describes_self(content: str) -> bool:
     """Whether a line states something durable about its author (not a question)."""
     return not content.rstrip().endswith("?") and SELF_DESCRIPTION.search(content) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def awaits_outcome(content: str) -> bool:
+    """Whether a line tells of something whose outcome is awaited (see ``AWAITING``),
+    and not of the outcome itself (``OUTCOME``)."""
+    return (
+        not content.rstrip().endswith("?")
+        and AWAITING.search(content) is not None
+        and OUTCOME.search(content) is None
+    )
 
 
 def self_priors(
@@ -400,6 +477,9 @@ class QueryPlan:
     unit: str | None = None
     # Whether the message asks for help or a suggestion (:func:`asks_for_help`).
     helps: bool = False
+    # Whether the message tells an outcome or asks for one ("passei!!", "they said yes",
+    # "e aí, deu certo?", "any news?": ``OUTCOME``, ``ASKS_OUTCOME``).
+    news: bool = False
 
     def answer_factor(self, content: str, config: QueryConfig | None = None) -> float:
         """How much a found line counts for naming the kind of time asked for (see
@@ -444,6 +524,11 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
         weight *= cfg.window_factor
         reasons.append("names a time: " + ", ".join(s.text for s in windows))
     plan = QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons, helps=helps)
+    plan.news = OUTCOME.search(text) is not None or ASKS_OUTCOME.search(text) is not None
+    if plan.news and cfg.news_bonus:
+        # News of an outcome points back by what it is, as a deictic does by its words.
+        plan.weight = min(plan.weight + cfg.news_bonus, 1.0)
+        reasons.append("tells or asks for an outcome")
     plan.request = recall_request(text)
     if plan.request is not None:
         reasons.append("recall request")
@@ -608,6 +693,9 @@ def thread_priors(
     # A question naming its subject asks for it, not for the open threads.
     named = cfg.named_threads if names_its_subject(plan, cfg) else 1.0
     close_share, event_share, recency_share, topic_share, previous_share = cfg.thread_shares
+    # How strongly a line awaiting an outcome is a thread: most when the message tells
+    # or asks for an outcome.
+    awaited = cfg.awaiting_news if plan.news else cfg.awaiting
     priors: dict[str, float] = {}
     for node in pool:
         i = index.get(node.id)
@@ -626,9 +714,12 @@ def thread_priors(
         overdue = _overdue(node, at)
         if overdue is not None:
             age = min(age, overdue)
-        if age > cfg.thread_days:
+        awaiting = awaited > 0 and awaits_outcome(node.content)
+        if age > (max(cfg.thread_days, cfg.awaiting_days) if awaiting else cfg.thread_days):
             continue
         event = _eventness(node, cfg, overdue)
+        if awaiting:
+            event = max(event, awaited)
         recency = math.exp(-age / cfg.recency_days)
         shared = bool(topic_set & set(node.tags))
         score = (

@@ -54,13 +54,14 @@ def test_the_second_encoder_can_make_a_thread_close() -> None:
 def test_an_announced_event_is_as_old_as_the_time_since_it_came_due() -> None:
     """An announced exam, told in January, is an open thread in April: its age
     counts from the day it came due, not from the day it was told (past ``thread_days``
-    by then). Told as long ago without a date, a line is no thread any more."""
+    by then). Told as long ago without a date, a line is no thread any more (unless it
+    awaits an outcome: test_awaited_outcomes.py)."""
     rng = np.random.default_rng(5)
     told = T0 - timedelta(days=60)  # 2026-01-01
     at = datetime(2026, 4, 12, 20, 0, tzinfo=UTC)
     pool = [
         said(OWNER, "exam", "a prova do concurso é dia 10 de abril", told, "dm-7"),
-        said(OWNER, "old", "to estudando pro concurso, quero muito essa vaga", told, "dm-7"),
+        said(OWNER, "old", "to pensando em pintar a sala de azul", told, "dm-7"),
     ]
     pool += [
         said(OWNER, f"c{i}", text, at - timedelta(days=20 - i), "dm-7")
