@@ -365,7 +365,7 @@ OUTCOME = re.compile(
     r"|rejected|turned\s+(?:\w+\s+)?down|didn'?t\s+get|came\s+through|offered\s+(?:me|us)"
     r"|got\s+the\s+(?:job|place|part|role|offer|keys|letter|call|email|results?|grant|visa"
     r"|go-ahead|all-clear)|results?\s+(?:are|is|came|come)\s+(?:in|out|back)|results?\s+came"
-    r"|officially|granted|denied|said\s+yes|heard\s+back|won"
+    r"|officially|granted|denied|said\s+yes|heard\s+back|won(?!['’]t)"
     r"|terminei|completei|finalizei|conclu[ií]|finished|did\s+it|made\s+it|nailed\s+it)\b",
     re.IGNORECASE,
 )

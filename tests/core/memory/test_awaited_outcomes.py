@@ -30,6 +30,7 @@ OWNERS = [OWNER]  # users in the storage fixture (conftest)
         "we applied for a nursery place, waiting list is massive",
         "got an interview for head of year 6 on the 12th, bricking it",
         "auditioning for the jazz programme in October",
+        "I won't hear about the interview till May",
         "sent off my application to the British school",
     ],
 )
@@ -81,6 +82,7 @@ def test_news_of_an_outcome_points_back(text: str) -> None:
     "text",
     [
         "how many kids have I got in my class this year?",
+        "he won't eat anything green, what do I cook?",
         "me indica um passeio aqui em sp?",
         "choveu o dia inteiro, fiquei organizando o guarda-roupa",
     ],
