@@ -523,12 +523,14 @@ def plan_query(text: str, at: datetime | None, config: QueryConfig | None = None
     if windows:
         weight *= cfg.window_factor
         reasons.append("names a time: " + ", ".join(s.text for s in windows))
-    plan = QueryPlan(text, at, words, deictic, windows, min(weight, 1.0), reasons, helps=helps)
-    plan.news = OUTCOME.search(text) is not None or ASKS_OUTCOME.search(text) is not None
-    if plan.news and cfg.news_bonus:
+    news = OUTCOME.search(text) is not None or ASKS_OUTCOME.search(text) is not None
+    if news and cfg.news_bonus:
         # News of an outcome points back by what it is, as a deictic does by its words.
-        plan.weight = min(plan.weight + cfg.news_bonus, 1.0)
+        weight += cfg.news_bonus
         reasons.append("tells or asks for an outcome")
+    plan = QueryPlan(
+        text, at, words, deictic, windows, min(weight, 1.0), reasons, helps=helps, news=news
+    )
     plan.request = recall_request(text)
     if plan.request is not None:
         reasons.append("recall request")
