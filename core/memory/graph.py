@@ -52,6 +52,7 @@ from core.memory.query import (
     plan_query,
     self_priors,
     thread_priors,
+    word_bridges,
 )
 from core.memory.search import GraphSearcher, SearchConfig, turn_factor
 from core.memory.tags import Tagger
@@ -664,6 +665,8 @@ class GraphMemory(ConversationMemory):
             second=second,
             prior_damping=cfg.found_damping,
             spread=cfg.spread,
+            bridges=word_bridges(pool, cfg.bridge_lines) if cfg.bridge_share > 0 else None,
+            bridge_share=cfg.bridge_share,
         )
 
     def _turn_factor(self, plan: QueryPlan, node: MemoryNode) -> float:

@@ -171,6 +171,20 @@ class QueryConfig:
     awaiting_news: float = 1.0
     awaiting_days: float = 120.0
     news_bonus: float = 0.2
+    # A word the person said in at most ``bridge_lines`` of their lines of the pool is as
+    # specific as a name: the lines sharing it are bridged (:func:`word_bridges`), and a
+    # line found for the message passes ``bridge_share`` of its score to the lines it
+    # bridges to (core.memory.search: the walk's first step). A question joining two
+    # facts is about one and reaches the other by what they share: "da pra eu chegar
+    # no ensaio essa semana?" finds "o ensaio é toda quarta as 20h", which reaches
+    # "mudaram minha escala, agora saio as 21h toda quarta"; "nessa viagem" finds the
+    # field trip to Floripa, which reaches "minha irmã Carol mora em Floripa". Neither
+    # encoder relates the second line to the question, and an ordinary edge's hop
+    # (strength x relation weight x hop decay, at most 0.2) leaves it below the chatter
+    # the search finds. 0: off. Chosen leave-one-set-out on the dev chats and sets 1-7
+    # among 0, 0.2, 0.25, 0.3 and 0.4 (docs/recall.md, session 14).
+    bridge_share: float = 0.3
+    bridge_lines: int = 2
 
 
 # Remember-what-I-told-you wrappers: a closed class of phrasings of both languages (the
@@ -794,3 +808,28 @@ def _eventness(node: MemoryNode, cfg: QueryConfig, overdue: float | None) -> flo
         ):
             best = max(best, 0.3)
     return best
+
+
+def word_bridges(pool: Sequence[MemoryNode], most: int) -> dict[str, list[str]]:
+    """The person's lines in ``pool`` (their messages, not the bot's replies, which echo
+    them) that share a word said in at most ``most`` of those lines: node id -> the
+    lines it shares such a word with (once per word: two such words, two bridges).
+    Rarity is read in the person's own recent history: "Floripa" or "quarta" told twice
+    links two facts, "trabalho" said every week links nothing."""
+    said: dict[str, list[str]] = {}
+    for node in pool:
+        if node.type is NodeType.USER_MESSAGE:
+            for word in _line_words(node.content):
+                said.setdefault(word, []).append(node.id)
+    bridges: dict[str, list[str]] = {}
+    for ids in said.values():
+        if 2 <= len(ids) <= most:
+            for one in ids:
+                bridges.setdefault(one, []).extend(other for other in ids if other != one)
+    return bridges
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _line_words(content: str) -> tuple[str, ...]:
+    """A stored line's content words (they never change: read once)."""
+    return tuple(content_words(content))

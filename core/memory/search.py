@@ -28,6 +28,8 @@ from core.memory.tags import STOP_WORDS
 from core.storage.api import GraphStore, NodeStore
 from core.storage.records import MemoryNode, NodeType, to_ts
 
+# The relation a result reached over a bridge (a rare word shared) is given as.
+BRIDGE = "shared_word"
 CENTRE_REUSE = 32  # searches served by one computed centroid of a person
 CENTRE_CACHE = 1024  # people whose centroid is kept (oldest dropped first)
 
@@ -336,6 +338,8 @@ class GraphSearcher:
         prior_damping: float = 0.0,
         spread: float | None = None,
         text_query: str | None = None,
+        bridges: Mapping[str, Sequence[str]] | None = None,
+        bridge_share: float = 0.0,
     ) -> list[RecalledNode]:
         """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
         e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
@@ -352,7 +356,10 @@ class GraphSearcher:
         ``prior_damping``: the priors count x (1 - this x the best seed's score of the
         query's own lists): what the query already found needs less of them. ``spread``: a
         gathering question's moments apart, this much (None: the configured one).
-        ``text_query``: what the full-text list looks for (None: ``query``)."""
+        ``text_query``: what the full-text list looks for (None: ``query``).
+        ``bridges``: node id -> nodes it shares something specific with (a rare word:
+        core.memory.query.word_bridges); the walk's first step passes ``bridge_share``
+        of a seed's score over each, beside its edges."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -467,13 +474,18 @@ class GraphSearcher:
             proposals: dict[str, tuple[float, str, str]] = {}
             for parent in frontier:
                 parent_score = hits[parent].score
-                for weight, other, relation in sorted(by_node.get(parent, []), reverse=True)[
-                    : cfg.max_edges_per_node
-                ]:
+                steps = sorted(by_node.get(parent, []), reverse=True)[: cfg.max_edges_per_node]
+                # Bridges beside the edges, not among them: the cap is for the many edges
+                # of a busy node.
+                if level == 1 and bridges and bridge_share > 0:
+                    steps += [(bridge_share, other, BRIDGE) for other in bridges.get(parent, ())]
+                for weight, other, relation in steps:
                     if other == parent:
                         continue
                     if relation == "same_entity" and parent in naming:
                         score = parent_score * cfg.entity_path
+                    elif relation == BRIDGE:
+                        score = parent_score * weight
                     else:
                         score = parent_score * weight * cfg.hop_decay
                     # Paths, not only nodes: a node reached from several matches gets the
@@ -490,7 +502,9 @@ class GraphSearcher:
             next_frontier: list[str] = []
             for node_id, (score, parent, relation) in proposals.items():
                 place = places.get(node_id)
-                if place is None or not _within(place.scope, place.ts, allowed, until):
+                if place is None and relation == BRIDGE:
+                    pass  # bridges join nodes the caller read in these scopes, before ``at``
+                elif place is None or not _within(place.scope, place.ts, allowed, until):
                     continue  # never walk into another scope, the future or a vanished node
                 known_hit = hits.get(node_id)
                 if known_hit is None:
