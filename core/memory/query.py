@@ -219,13 +219,13 @@ _HELP = re.compile(
     r"|o\s+que\s+(?:eu\s+)?(?:fa[cç]o|fazer)\b|o\s+que\s+eu\s+\w+\s+agora"
     r"|o\s+que\s+(?:voc[eê]|vc|tu)\s+(?:acha|sugere|recomenda|indica)"
     r"|\b(?:pode|poderia|consegue)\s+(?:me\s+)?(?:montar|planejar|sugerir|indicar|recomendar)\b"
-    r"|\bqual\s+(?:[eé]\s+)?(?:a\s+)?melhor\s+(?:forma|jeito|op[cç][aã]o)\b"
+    r"|\bqual\s+(?:[eé]\s+)?(?:[ao]\s+)?melhor\s+(?:forma|jeito|op[cç][aã]o|maneira)\b"
     # "what should I", "what kind of place should I book", "what food should we pack"
     r"|what\s+(?:\w+\s+){0,3}should\s+(?:i|we)\b|what\s+do\s+i\s+\w+|help\s+me\b"
     r"|\b(?:recommend|suggest)\b|what'?s\s+the\s+best\s+way\b"
     r"|\b(?:can|could|would)\s+you\s+(?:please\s+)?(?:plan|sketch|pick|choose|put\s+together"
     r"|come\s+up\s+with|draw\s+up)\b"
-    r"|any\s+(?:\w+\s+)?(?:ideas|tips|suggestions)|which\s+(?:one\s+)?(?:fits|suits)\s+me"
+    r"|any\s+(?:\w+\s+)?(?:ideas|tips|suggestions|advice)|which\s+(?:one\s+)?(?:fits|suits)\s+me"
     # The modal questions of choosing ("should I go?", "where can I take her?", "o q
     # vc acha q eu devo aprender?"), the subjunctive of fitting ("coisa q eu possa
     # comer", "somewhere I can get to"), asking for ideas or a list ("me da umas
@@ -237,6 +237,7 @@ _HELP = re.compile(
     r"|\b(?:something|somewhere|anything|anywhere)\s+(?:that\s+)?(?:i|we)\s+(?:can|could|should)\b"
     r"|\b(?:coisa|algo|lugar|algum|alguma)\s+q(?:ue)?\s+(?:eu\s+|a\s+gente\s+)?(?:possa|possamos|d[eê])\b"
     r"|\bq(?:ue)?\s+(?:voc[eê]|vc|tu)\s+(?:acha|sugere|recomenda|indica)\b"
+    r"|\b(?:voc[eê]|vc|tu)\s+(?:me\s+)?(?:sugere|recomenda|indica|aconselha)\b(?=[^.!]*\?)"
     r"|\bme\s+(?:diz|fala|d[aá]|manda|mostra|passa)\s+(?:umas|uns|algumas|alguns)\b"
     r"|\b(?:umas?|algumas?)\s+(?:ideias?|dicas?|sugest\w+)|\bideias?\s*\?|\bideas\s*\?"
     r"|\b(?:give|make|write|build)\s+me\s+(?:a|an|some)\s+(?:[\w-]+\s+){0,3}"
@@ -244,6 +245,7 @@ _HELP = re.compile(
     r"|\bo\s+q(?:ue)?\s+(?:eu\s+|a\s+gente\s+)?(?:pe[cç]o|levo|compro|cozinho|visto|dou|escolho"
     r"|pe[cç]a|leve|compre|fa[cç]a|d[eê])\b(?=[^.!]*\?)"
     r"|\bcomo\s+(?:(?:eu|a\s+gente)\s+)?(?:me\s+)?\w+o\s*\?"
+    r"|\bcomo\s+(?:eu|a\s+gente)\s+(?:me\s+)?\w+o\b(?=[^.!]*\?)"
     r"|\bo\s+q(?:ue)?\s+(?:eu\s+|a\s+gente\s+)?(?:posso|podemos)\b|\bwhich\s+one\s*\?"
     # The imperatives of making something for the person ("monta uma playlist pra
     # mim?", "plan a nice day out for me and Finn?").
@@ -264,7 +266,8 @@ _STATIVE = (
     r"|\b(?:i'?m|i\s+am)\s+(?!\w+ing\b)(?:a\s+|an\s+|more\s+of\s+a\s+|so\s+|very\s+|"
     r"really\s+|not\s+)?\w+"
     r"|\bi'?ve\s+been\s+(?!\w+ing\b)\w+(?:\s+\w+)?\s+(?:since|for)\b"
-    r"|\b(?:i|we|they)\s+(?:don'?t|do\s+not|never|can'?t|cannot)\s+(?:eat|drink|stand|like|do)\b"
+    r"|\b(?:i|we|they)\s+(?:don'?t|do\s+not|never|can'?t|cannot)\s+(?:eat|drink|stand|like|do"
+    r"|bear|handle|focus)\b"
     r"|\bo\s+q(?:ue)?\s+eu\s+(?:gosto|curto|amo|prefiro)\b|\bn[aã]o\s+(?:desce|d[aá]\s+pra\s+mim)\b"
     r"|\bnot\s+(?:for\s+me|my\s+thing|my\s+cup\s+of\s+tea)\b|\b(?:evito|avoid)\b|\bt[oô]\s+evitando\b"
     r"|\bi\s+(?:love|hate|prefer|adore|like|despise)\b|\bi'?d\s+rather\b"
@@ -281,7 +284,8 @@ _CONDITION = (
     r"|\bwants?\s+me\s+off\b"
     # The chronic conditions a plan must fit, by name (a closed class: no morpheme
     # marks them in both languages), and what one lives with for them.
-    r"|\b(?:asma|asthma\w*|alzheimer\w*|parkinson\w*|epilep\w*|h[iy]pertens\w*"
+    r"|\b(?:asma|asthma\w*|alzheimer\w*|parkinson\w*|epilep\w*|h[iy]pertens\w*|adhd|tdah"
+    r"|triggers|gatilhos"
     r"|enxaqueca|migraines?|osteopor\w*|artrose|gout|autis\w*|anemi\w*"
     r"|colesterol|cholesterol|press[aã]o\s+alta|high\s+blood\s+pressure|hearing\s+aid"
     r"|aparelho\s+auditivo|wheelchair|cadeira\s+de\s+rodas|hay\s+fever|h[eé]rnia"
@@ -329,7 +333,8 @@ _EXCLUSION = (
 # caseira", "sem gastar mto", "to dura", "budget is tight", "can't afford".
 _WANTS = (
     r"\b(?:quero|i\s+want|wants|s[oó]\s+(?:gosta|gosto|como|escuto|bebo|ouve|come))\b"
-    r"|\bsem\s+gastar\b|\bt[oô]\s+dur[oa]\b|\bbudget\b|\bcan'?t\s+afford\b"
+    r"|\bsem\s+gastar\b|\bt[oô]\s+(?:dur[oa]|lis[oa]|quebrad[oa]|sem\s+grana)\b|\bbudget\b"
+    r"|\bcan'?t\s+afford\b"
     r"|\b(?:preferid[oa]|favou?rite)\b"
     # What someone with the person loves or is taken with ("o Enzo tá viciado em
     # dinossauro", "só fala de T-rex", "she's obsessed with horses", "he adores jazz").

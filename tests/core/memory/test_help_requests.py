@@ -63,6 +63,12 @@ def test_requests_for_help_are_a_closed_class_of_forms() -> None:
         "monta uma lista de filmes pra mim?",
         "plan a day out for me and the kids?",
         "three starters on the menu, which one?",
+        # Asking what the listener recommends, the best way, advice; how to go about it.
+        "chego no Rio sexta, q passeios vc recomenda?",
+        "vc me indica um restaurante por lá?",
+        "qual o melhor jeito de ir pro sul?",
+        "my mate's party is on saturday, any advice?",
+        "churrasco domingo, como eu tempero a carne?",
     ):
         assert asks_for_help(text), text
     for text in (
@@ -78,6 +84,8 @@ def test_requests_for_help_are_a_closed_class_of_forms() -> None:
         "me fala uma coisa, vc gosta de chuva?",  # one thing asked, not a list
         "I should go to bed",  # no question
         "o que eu comi ontem?",
+        "vc recomenda aquele livro pra todo mundo.",  # told, no question
+        "como eu falo inglês mal, fico quieto.",  # "como" of a cause, no question
     ):
         assert not asks_for_help(text), text
 
@@ -138,6 +146,12 @@ def test_self_descriptions_are_stative_first_person_statements() -> None:
         "pagode não desce",
         "clubbing is not my thing",
         "to evitando açúcar",
+        # What the person cannot bear or handle, a condition by its name, no money.
+        "I can't bear loud places",
+        "I can't handle spice at all",
+        "i have ADHD, can't focus with lyrics on",
+        "i know my triggers: red wine, aged cheese",
+        "to lisa até quitar o cartão",
     ):
         assert describes_self(text), text
     for text in (
@@ -154,6 +168,7 @@ def test_self_descriptions_are_stative_first_person_statements() -> None:
         "I don't know yet",  # "don't" with no verb of eating, liking or owning
         "a noite foi longa",  # "-ite" of a condition only on its stems: not "noite"
         "the bus was late, as usual",
+        "I can't find my keys",  # not a verb of bearing or handling
     ):
         assert not describes_self(text), text
 
