@@ -8,10 +8,24 @@ STAMP := $(VENV)/.akira-installed
 
 LOCAL_STAMP := $(VENV)/.akira-local-installed
 
+# llama.cpp built for any x86-64 with AVX2, not for the building machine (-march=native):
+# a native build on a Xeon with AMX crashed in its first decode (SIGSEGV), and pip's wheel
+# cache would hand a native wheel to the next machine. Built once into a cache of its own
+# (keyed by these flags), then installed from there; pip then finds it satisfied.
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_WHEELS := $(HOME)/.cache/akira/wheels/llama-avx2
+define install_llama
+	ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/python -m pip wheel --quiet --no-cache-dir \
+		--no-deps -w $(LLAMA_WHEELS) 'llama-cpp-python>=0.3'
+	$(BIN)/python -m pip install --quiet --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
+endef
+
 # Create the virtual environment and install AKIRA with every extra (platforms, ML, dev).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(install_llama)
 	$(BIN)/python -m pip install --quiet -e '.[all]'
 	touch $(STAMP)
 
@@ -20,6 +34,7 @@ $(STAMP): pyproject.toml
 $(LOCAL_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(install_llama)
 	$(BIN)/python -m pip install --quiet -e '.[local]'
 	touch $(LOCAL_STAMP)
 
