@@ -45,6 +45,7 @@ from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
 from core.memory.entities import extract_entities, without_names
+from core.memory.heads import RecallHeads, load_heads
 from core.memory.query import (
     QueryConfig,
     QueryPlan,
@@ -638,6 +639,7 @@ class GraphMemory(ConversationMemory):
             vectors,
             config=cfg,
             second=second_pool,
+            heads=self._heads(),
         ).items():
             priors[node_id] = priors.get(node_id, 0.0) + prior
         # The weight as the anchor left it (thread_priors reads how the message landed).
@@ -668,6 +670,14 @@ class GraphMemory(ConversationMemory):
             bridges=word_bridges(pool, cfg.bridge_lines) if cfg.bridge_share > 0 else None,
             bridge_share=cfg.bridge_share,
         )
+
+    def _heads(self) -> RecallHeads | None:
+        """The learned readings of requests and self-descriptions (core.memory.heads)
+        when the second encoder is the one they read; None otherwise."""
+        name = self.config.query.heads
+        if self.second is None or name == "off":
+            return None
+        return load_heads(self.second.name, name or None)
 
     def _turn_factor(self, plan: QueryPlan, node: MemoryNode) -> float:
         """What the person said outweighs what the bot answered (derived from it) and

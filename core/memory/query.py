@@ -43,6 +43,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from core.embeddings.hashing import fold
+from core.memory.heads import RecallHeads
 from core.memory.tags import content_words
 from core.memory.timeexpr import Span, asked_unit, names_unit, spans
 from core.storage.records import MemoryNode, NodeType
@@ -147,6 +148,14 @@ class QueryConfig:
     self_prior: float = 1.0
     self_floor: float = 0.5
     self_most: int = 6
+    # The learned readings beside the grammar (core.memory.heads): a message asks for a
+    # suggestion, and a line states what one must fit, also when its head's probability
+    # over the second encoder's vector is above these. ``heads``: a weights file other
+    # than the shipped one, or "off" (the grammar alone; so is recall without the
+    # encoder the heads were fitted on).
+    asks_threshold: float = 0.7
+    states_threshold: float = 0.7
+    heads: str = ""
     # A question asking for a time by its unit ("em quais dias da semana são minhas
     # aulas?", "which day ...?", "que horas ...?", "em que mês ...?": the interrogative
     # phrase names the answer's kind, :func:`core.memory.timeexpr.asked_unit`): a found
@@ -429,14 +438,24 @@ def self_priors(
     *,
     config: QueryConfig | None = None,
     second: tuple[np.ndarray, dict[str, np.ndarray]] | None = None,
+    heads: RecallHeads | None = None,
 ) -> dict[str, float]:
     """Seeds for the person's self-descriptions when the message asks for help or a
-    suggestion (``QueryConfig.self_prior``); empty otherwise."""
+    suggestion (``QueryConfig.self_prior``); empty otherwise. ``heads``: the learned
+    readings of both (:mod:`core.memory.heads`) over ``second``'s vectors, taken beside
+    the grammar's."""
     cfg = config or QueryConfig()
-    if cfg.self_prior <= 0 or not plan.helps:
+    if cfg.self_prior <= 0:
+        return {}
+    asks = plan.helps
+    if not asks and heads is not None and second is not None:
+        asks = float(heads.asks.probabilities(second[0])) > cfg.asks_threshold
+    if not asks:
         return {}
     mine = [n for n in pool if n.type is NodeType.USER_MESSAGE and n.id in vectors]
     wanted = [n.id for n in mine if describes_self(n.content)]
+    if heads is not None and second is not None:
+        wanted += _stating(mine, set(wanted), heads, second[1], cfg.states_threshold)
     if not wanted:
         return {}
     closeness = dict.fromkeys(wanted, 0.0)
@@ -460,6 +479,26 @@ def self_priors(
     floor = cfg.self_floor
     closest = sorted(closeness.items(), key=lambda kv: -kv[1])[: cfg.self_most]
     return {i: cfg.self_prior * (1.0 - floor + floor * c) for i, c in closest}
+
+
+def _stating(
+    lines: Sequence[MemoryNode],
+    known: Collection[str],
+    heads: RecallHeads,
+    vectors: dict[str, np.ndarray],
+    threshold: float,
+) -> list[str]:
+    """Ids of ``lines`` not in ``known`` (and not questions) that the ``states`` head reads
+    as stating what a suggestion must fit, from their ``vectors``."""
+    ids = [
+        n.id
+        for n in lines
+        if n.id not in known and n.id in vectors and not n.content.rstrip().endswith("?")
+    ]
+    if not ids:
+        return []
+    said = heads.states.probabilities(np.stack([vectors[i] for i in ids]))
+    return [i for i, p in zip(ids, said, strict=True) if p > threshold]
 
 
 def recall_request(text: str) -> str | None:
