@@ -56,7 +56,7 @@ from core.memory.query import (
     word_bridges,
 )
 from core.memory.search import GraphSearcher, SearchConfig, turn_factor
-from core.memory.tags import Tagger
+from core.memory.tags import Tagger, is_question
 from core.storage.api import GraphStore, Storage
 from core.storage.records import Connection, MemoryNode, NodeType, to_ts
 
@@ -610,7 +610,7 @@ class GraphMemory(ConversationMemory):
             for n in pool[-3:]
             if at - n.timestamp <= cfg.session_gap
             and n.id in vectors
-            and not n.content.rstrip().endswith("?")  # a question of theirs opened nothing
+            and not is_question(n.content)  # a question of theirs opened nothing
         ]
         context = np.mean(turns, axis=0) if turns else None
         second = await self._second_query(searched, cfg.second_weight)

@@ -44,7 +44,7 @@ import numpy as np
 
 from core.embeddings.hashing import fold
 from core.memory.heads import RecallHeads
-from core.memory.tags import content_words
+from core.memory.tags import content_words, is_question
 from core.memory.timeexpr import Span, asked_unit, names_unit, spans
 from core.storage.records import MemoryNode, NodeType
 from core.storage.sqlite_graph import Edge
@@ -416,7 +416,7 @@ def asks_for_help(text: str) -> bool:
 @functools.lru_cache(maxsize=1 << 16)
 def describes_self(content: str) -> bool:
     """Whether a line states something durable about its author (not a question)."""
-    return not content.rstrip().endswith("?") and SELF_DESCRIPTION.search(content) is not None
+    return not is_question(content) and SELF_DESCRIPTION.search(content) is not None
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -424,7 +424,7 @@ def awaits_outcome(content: str) -> bool:
     """Whether a line tells of something whose outcome is awaited (see ``AWAITING``),
     and not of the outcome itself (``OUTCOME``)."""
     return (
-        not content.rstrip().endswith("?")
+        not is_question(content)
         and AWAITING.search(content) is not None
         and OUTCOME.search(content) is None
     )
@@ -491,9 +491,7 @@ def _stating(
     """Ids of ``lines`` not in ``known`` (and not questions) that the ``states`` head reads
     as stating what a suggestion must fit, from their ``vectors``."""
     ids = [
-        n.id
-        for n in lines
-        if n.id not in known and n.id in vectors and not n.content.rstrip().endswith("?")
+        n.id for n in lines if n.id not in known and n.id in vectors and not is_question(n.content)
     ]
     if not ids:
         return []
@@ -516,7 +514,7 @@ def names_its_subject(plan: QueryPlan, config: QueryConfig | None = None) -> boo
     """Whether the message ends in a question that names what it asks about (see
     ``QueryConfig.named_threads``)."""
     cfg = config or QueryConfig()
-    return plan.text.rstrip().endswith("?") and len(plan.words) >= cfg.names_words
+    return is_question(plan.text) and len(plan.words) >= cfg.names_words
 
 
 @dataclass(slots=True)
@@ -761,7 +759,7 @@ def thread_priors(
         i = index.get(node.id)
         if i is None or node.type is not NodeType.USER_MESSAGE:
             continue
-        if node.content.rstrip().endswith("?"):
+        if is_question(node.content):
             continue  # a question the person asked is not a thread they opened
         if node.id in in_current:
             # The current session's turns are in the prompt and in the query vector (see

@@ -24,7 +24,7 @@ from core.memory.base import RecalledNode
 from core.memory.connections import seed_range
 from core.memory.entities import extract_entities, speaker
 from core.memory.query import gathers
-from core.memory.tags import STOP_WORDS
+from core.memory.tags import STOP_WORDS, is_question
 from core.storage.api import GraphStore, NodeStore
 from core.storage.records import MemoryNode, NodeType, to_ts
 
@@ -151,7 +151,7 @@ def turn_factor(node: MemoryNode, reply: float, question: float) -> float:
     """How much a found row counts by what kind of turn it is (a statement: 1)."""
     if node.type is NodeType.AKIRA_RESPONSE:
         return reply
-    return question if node.content.rstrip().endswith("?") else 1.0
+    return question if is_question(node.content) else 1.0
 
 
 @dataclass(slots=True)

@@ -73,6 +73,12 @@ def content_words(text: str) -> list[str]:
     return list(seen)
 
 
+def is_question(text: str) -> bool:
+    """Whether a line ends in a question mark: it asks, and states nothing about its
+    author (recall reads such lines as neither threads nor self-descriptions)."""
+    return text.rstrip().endswith("?")
+
+
 def _normalise(word: str) -> str:
     # A light plural strip so "grupos"/"grupo" and "friends"/"friend" meet; short words
     # and "-ss" endings (stress, class) are left alone.
