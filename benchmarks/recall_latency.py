@@ -10,7 +10,10 @@ query by query so both see the same machine:
   ``memory_scale.py`` times);
 - ``conversational``: ``GraphMemory.recall`` at a time after the last node, the query
   embedded by an instant random embedder (no batching wait): the plan, the thread pool
-  (the person's latest nodes and their vectors), the priors and the re-ranking on top.
+  (the person's latest nodes and their vectors), the priors and the re-ranking on top;
+  ``conversational_second`` with a second encoder too, and the learned order of
+  ``core.memory.rerank`` when the code has one (its weights written for the random
+  encoders).
 
 CPU time (``time.process_time``: every thread of the process, the database thread
 included) is reported beside wall time: on a machine shared with other work, wall time
@@ -140,6 +143,21 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
+def shipped_order_for_random(workdir: Path) -> Path | None:
+    """The shipped weights of the learned order (core.memory.rerank) written for the
+    random encoders, so that conversational recall with the second encoder runs it: what
+    is timed is its cost, not its sense. None when the code has no learned order."""
+    try:
+        from core.memory.rerank import DEFAULT_RERANKER, Reranker, save_reranker
+    except ImportError:
+        return None
+    with np.load(DEFAULT_RERANKER) as data:
+        weights = np.asarray(data["weights"])
+    path = workdir / "rerank.npz"
+    save_reranker(Reranker(RandomEmbedder.name, SecondRandom.name, weights), path, {})
+    return path
+
+
 async def measure(
     nodes: int, queries: int, workdir: Path, entity_share: float = 0.3
 ) -> dict[str, Any]:
@@ -155,7 +173,13 @@ async def measure(
         out["second_vectors"] = await add_second(storage, owner)
         second = None
         if out["second_vectors"]:
-            second = GraphMemory(storage, RandomEmbedder(), config=GraphConfig(max_wait_ms=0.0))
+            config = GraphConfig(max_wait_ms=0.0)
+            rerank = shipped_order_for_random(workdir)
+            if rerank is not None:  # the learned order runs too (when the code has one)
+                config = dataclasses.replace(
+                    config, query=dataclasses.replace(config.query, rerank=str(rerank))
+                )
+            second = GraphMemory(storage, RandomEmbedder(), config=config)
             second.use_second(SecondRandom())
         rng = np.random.default_rng(11)
         texts = TextSource(seed=5).texts(queries)

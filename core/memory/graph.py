@@ -49,12 +49,15 @@ from core.memory.heads import RecallHeads, load_heads
 from core.memory.query import (
     QueryConfig,
     QueryPlan,
+    asks_suggestion,
+    eventness,
     followed_up,
     plan_query,
     self_priors,
     thread_priors,
     word_bridges,
 )
+from core.memory.rerank import Candidate, MessageSignals, Reranker, load_reranker
 from core.memory.search import GraphSearcher, SearchConfig, turn_factor
 from core.memory.tags import Tagger, is_question
 from core.storage.api import GraphStore, Storage
@@ -585,10 +588,103 @@ class GraphMemory(ConversationMemory):
     ) -> list[RecalledNode]:
         """A message said at ``at`` searched with its conversation: the turns before it,
         the threads it may pick up and the times it names, in proportion to how little it
-        carries itself (core.memory.query explains how and why)."""
+        carries itself (core.memory.query explains how and why); the search's first
+        ``QueryConfig.rerank_pool`` then put in the learned order of core.memory.rerank
+        when its weights are there for the second encoder."""
+        if limit <= 0:
+            return []
+        reranker = self._reranker()
+        if reranker is None:
+            found = await self._conversation_search(
+                query, owner, depth, limit, scopes, exclude_ids=exclude_ids, at=at
+            )
+            return found[0] if found else []
+        candidates = await self.conversation_candidates(
+            query,
+            owner,
+            depth,
+            max(limit, self.config.query.rerank_pool),
+            scopes,
+            exclude_ids=exclude_ids,
+            at=at,
+        )
+        if candidates is None:
+            return []
+        message, listed = candidates
+        return [listed[i].found for i in reranker.order(message, listed)[:limit]]
+
+    async def conversation_candidates(
+        self,
+        query: str,
+        owner: str,
+        depth: int = 2,
+        limit: int = 30,
+        scopes: Sequence[str] | None = None,
+        *,
+        exclude_ids: Sequence[str] = (),
+        at: datetime,
+    ) -> tuple[MessageSignals, list[Candidate]] | None:
+        """What the learned order reads (core.memory.rerank): the message's signals and
+        the search's first ``limit`` lines, in its order, with what recall knows of each.
+        None for an empty message. The reranker's training reads it too."""
+        found = await self._conversation_search(
+            query, owner, depth, limit, scopes, exclude_ids=exclude_ids, at=at
+        )
+        if found is None:
+            return None
+        results, plan, vector, second, known = found
+        ids = [r.node.id for r in results]
+        first = {
+            **known.vectors,
+            **await self.graph.vectors(owner, [i for i in ids if i not in known.vectors]),
+        }
+        second_vectors = (
+            await self.graph.second_vectors(owner, second[0], ids) if second is not None else {}
+        )
+        cfg = self.config.query
+        listed = [
+            Candidate(
+                found=r,
+                closeness=_cosine(first.get(r.node.id), vector),
+                second_closeness=_cosine(
+                    second_vectors.get(r.node.id), second[1] if second is not None else None
+                ),
+                thread=known.threads.get(r.node.id, 0.0),
+                self_prior=known.selves.get(r.node.id, 0.0),
+                eventness=eventness(r.node, at, cfg),
+            )
+            for r in results
+        ]
+        message = MessageSignals(
+            at=at, asks=known.asks, news=plan.news, question=is_question(query)
+        )
+        return message, listed
+
+    async def _conversation_search(
+        self,
+        query: str,
+        owner: str,
+        depth: int,
+        limit: int,
+        scopes: Sequence[str] | None,
+        *,
+        exclude_ids: Sequence[str],
+        at: datetime,
+    ) -> (
+        tuple[
+            list[RecalledNode],
+            QueryPlan,
+            np.ndarray,
+            tuple[str, np.ndarray, float] | None,
+            _Known,
+        ]
+        | None
+    ):
+        """The search of :meth:`search_in_conversation` in its own order, with what it
+        read on the way (None for an empty message)."""
         await self._ready()
         if not query.strip():
-            return []
+            return None
         cfg = self.config.query
         plan = plan_query(query, at, cfg)
         searched = plan.searched(cfg)  # a recall request without its wrapper
@@ -632,22 +728,19 @@ class GraphMemory(ConversationMemory):
             config=cfg,
             second=second_pool,
         )
-        for node_id, prior in self_priors(
-            plan,
-            vector,
-            pool,
-            vectors,
-            config=cfg,
-            second=second_pool,
-            heads=self._heads(),
-        ).items():
+        threads = dict(priors)
+        heads = self._heads()
+        selves = self_priors(
+            plan, vector, pool, vectors, config=cfg, second=second_pool, heads=heads
+        )
+        for node_id, prior in selves.items():
             priors[node_id] = priors.get(node_id, 0.0) + prior
         # The weight as the anchor left it (thread_priors reads how the message landed).
         search_vector = _blend(vector, context, plan.weight)
         slack = timedelta(days=1)
         windows = [(to_ts(w.start - slack), to_ts(w.end + slack)) for w in plan.windows]
         recency = (cfg.follow_recency * plan.weight, cfg.recency_days * 86_400.0)
-        return await self.searcher.search(
+        results = await self.searcher.search(
             owner,
             searched,
             search_vector,
@@ -670,6 +763,16 @@ class GraphMemory(ConversationMemory):
             bridges=word_bridges(pool, cfg.bridge_lines) if cfg.bridge_share > 0 else None,
             bridge_share=cfg.bridge_share,
         )
+        asks = asks_suggestion(plan, heads, second[1] if second is not None else None, cfg)
+        return results, plan, vector, second, _Known(vectors, threads, selves, asks)
+
+    def _reranker(self) -> Reranker | None:
+        """The learned order of the search's candidates (core.memory.rerank) when its
+        weights read the two encoders this memory has; None otherwise."""
+        name = self.config.query.rerank
+        if self.second is None or name == "off":
+            return None
+        return load_reranker(self.embedder.name, self.second.name, name or None)
 
     def _heads(self) -> RecallHeads | None:
         """The learned readings of requests and self-descriptions (core.memory.heads)
@@ -724,6 +827,24 @@ class GraphMemory(ConversationMemory):
                     RecalledNode(found, score, f"via {relation} from {via}", lvl, via, relation)
                 )
         return results
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What the conversational search read on the way, for the learned order: the pool's
+    first vectors, the thread and self-description priors, whether the message asks."""
+
+    vectors: dict[str, np.ndarray]
+    threads: dict[str, float]
+    selves: dict[str, float]
+    asks: bool
+
+
+def _cosine(vector: np.ndarray | None, query: np.ndarray | None) -> float:
+    """Of two unit vectors (the stored ones are); 0 when either is missing."""
+    if vector is None or query is None:
+        return 0.0
+    return float(np.dot(vector, query))
 
 
 def _blend(vector: np.ndarray, context: np.ndarray | None, weight: float) -> np.ndarray:

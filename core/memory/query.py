@@ -156,6 +156,13 @@ class QueryConfig:
     asks_threshold: float = 0.7
     states_threshold: float = 0.7
     heads: str = ""
+    # The learned order of the search's first ``rerank_pool`` lines (core.memory.rerank):
+    # ``rerank`` a weights file other than the shipped one, or "off" (the search's own
+    # order; so is recall without the encoder the weights were fitted on). Fitted by
+    # ``python -m training.recall.rerank`` on the labelled probes of the dev chats and
+    # sets 1-9 (docs/recall.md, session 16).
+    rerank: str = ""
+    rerank_pool: int = 30
     # A question asking for a time by its unit ("em quais dias da semana são minhas
     # aulas?", "which day ...?", "que horas ...?", "em que mês ...?": the interrogative
     # phrase names the answer's kind, :func:`core.memory.timeexpr.asked_unit`): a found
@@ -447,10 +454,7 @@ def self_priors(
     cfg = config or QueryConfig()
     if cfg.self_prior <= 0:
         return {}
-    asks = plan.helps
-    if not asks and heads is not None and second is not None:
-        asks = float(heads.asks.probabilities(second[0])) > cfg.asks_threshold
-    if not asks:
+    if not asks_suggestion(plan, heads, second[0] if second is not None else None, cfg):
         return {}
     mine = [n for n in pool if n.type is NodeType.USER_MESSAGE and n.id in vectors]
     wanted = [n.id for n in mine if describes_self(n.content)]
@@ -479,6 +483,22 @@ def self_priors(
     floor = cfg.self_floor
     closest = sorted(closeness.items(), key=lambda kv: -kv[1])[: cfg.self_most]
     return {i: cfg.self_prior * (1.0 - floor + floor * c) for i, c in closest}
+
+
+def asks_suggestion(
+    plan: QueryPlan,
+    heads: RecallHeads | None,
+    second_query: np.ndarray | None,
+    config: QueryConfig | None = None,
+) -> bool:
+    """Whether the message asks for help or a suggestion: the grammar says so
+    (``plan.helps``) or the learned ``asks`` head does over the message's second vector."""
+    if plan.helps:
+        return True
+    if heads is None or second_query is None:
+        return False
+    threshold = (config or QueryConfig()).asks_threshold
+    return float(heads.asks.probabilities(second_query)) > threshold
 
 
 def _stating(
@@ -835,6 +855,12 @@ def _overdue(node: MemoryNode, at: datetime) -> float | None:
         overdue = max(0.0, (at - found.end).total_seconds() / _DAY_S)
         latest = overdue if latest is None else min(latest, overdue)
     return latest
+
+
+def eventness(node: MemoryNode, at: datetime, config: QueryConfig | None = None) -> float:
+    """How much ``node`` announced an event that has come due by ``at``, or reported a
+    happening (:func:`_eventness`; the awaited outcomes of ``thread_priors`` aside)."""
+    return _eventness(node, config or QueryConfig(), _overdue(node, at))
 
 
 def _eventness(node: MemoryNode, cfg: QueryConfig, overdue: float | None) -> float:
