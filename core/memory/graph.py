@@ -590,7 +590,7 @@ class GraphMemory(ConversationMemory):
         the threads it may pick up and the times it names, in proportion to how little it
         carries itself (core.memory.query explains how and why); the search's first
         ``QueryConfig.rerank_pool`` then put in the learned order of core.memory.rerank
-        when its weights are there for the second encoder."""
+        when its weights were fitted on this memory's two encoders."""
         if limit <= 0:
             return []
         reranker = self._reranker()
@@ -618,17 +618,19 @@ class GraphMemory(ConversationMemory):
         query: str,
         owner: str,
         depth: int = 2,
-        limit: int = 30,
+        limit: int | None = None,
         scopes: Sequence[str] | None = None,
         *,
         exclude_ids: Sequence[str] = (),
         at: datetime,
     ) -> tuple[MessageSignals, list[Candidate]] | None:
         """What the learned order reads (core.memory.rerank): the message's signals and
-        the search's first ``limit`` lines, in its order, with what recall knows of each.
-        None for an empty message. The reranker's training reads it too."""
+        the search's first ``limit`` lines (None: ``QueryConfig.rerank_pool``), in its
+        order, with what recall knows of each. None for an empty message. The order's
+        training reads it too."""
+        pool = self.config.query.rerank_pool if limit is None else limit
         found = await self._conversation_search(
-            query, owner, depth, limit, scopes, exclude_ids=exclude_ids, at=at
+            query, owner, depth, pool, scopes, exclude_ids=exclude_ids, at=at
         )
         if found is None:
             return None
@@ -638,9 +640,10 @@ class GraphMemory(ConversationMemory):
             **known.vectors,
             **await self.graph.vectors(owner, [i for i in ids if i not in known.vectors]),
         }
-        second_vectors = (
-            await self.graph.second_vectors(owner, second[0], ids) if second is not None else {}
-        )
+        second_vectors = dict(known.second_vectors)
+        if second is not None:
+            missing = [i for i in ids if i not in second_vectors]
+            second_vectors.update(await self.graph.second_vectors(owner, second[0], missing))
         cfg = self.config.query
         listed = [
             Candidate(
@@ -651,7 +654,9 @@ class GraphMemory(ConversationMemory):
                 ),
                 thread=known.threads.get(r.node.id, 0.0),
                 self_prior=known.selves.get(r.node.id, 0.0),
-                eventness=eventness(r.node, at, cfg),
+                # Threads live in the pool (thread_priors reads only it): a line before
+                # it opened none that is still open, and its dates need no reading.
+                eventness=eventness(r.node, at, cfg) if r.node.id in known.vectors else 0.0,
             )
             for r in results
         ]
@@ -764,7 +769,7 @@ class GraphMemory(ConversationMemory):
             bridge_share=cfg.bridge_share,
         )
         asks = asks_suggestion(plan, heads, second[1] if second is not None else None, cfg)
-        return results, plan, vector, second, _Known(vectors, threads, selves, asks)
+        return results, plan, vector, second, _Known(vectors, pool_second, threads, selves, asks)
 
     def _reranker(self) -> Reranker | None:
         """The learned order of the search's candidates (core.memory.rerank) when its
@@ -832,9 +837,11 @@ class GraphMemory(ConversationMemory):
 @dataclass(frozen=True, slots=True)
 class _Known:
     """What the conversational search read on the way, for the learned order: the pool's
-    first vectors, the thread and self-description priors, whether the message asks."""
+    vectors of both encoders, the thread and self-description priors, whether the
+    message asks."""
 
     vectors: dict[str, np.ndarray]
+    second_vectors: dict[str, np.ndarray]
     threads: dict[str, float]
     selves: dict[str, float]
     asks: bool

@@ -158,11 +158,11 @@ class QueryConfig:
     heads: str = ""
     # The learned order of the search's first ``rerank_pool`` lines (core.memory.rerank):
     # ``rerank`` a weights file other than the shipped one, or "off" (the search's own
-    # order; so is recall without the encoder the weights were fitted on). Fitted by
+    # order; so is recall without the two encoders the weights were fitted on). Fitted by
     # ``python -m training.recall.rerank`` on the labelled probes of the dev chats and
     # sets 1-9 (docs/recall.md, session 16).
     rerank: str = ""
-    rerank_pool: int = 30
+    rerank_pool: int = 20
     # A question asking for a time by its unit ("em quais dias da semana são minhas
     # aulas?", "which day ...?", "que horas ...?", "em que mês ...?": the interrogative
     # phrase names the answer's kind, :func:`core.memory.timeexpr.asked_unit`): a found

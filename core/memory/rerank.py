@@ -4,10 +4,9 @@ by a linear model over what recall already knows of each of them.
 The search (core.memory.search) scores a line by a fixed mix of its lists, its thread and
 self-description priors, the walk, the named times and recency; the shares of that mix
 were set by hand on the dev chats, and on people the project never saw the line a message
-needs is often among the search's first 30 but not its first 5 (recall@30 above 0.98 on
-every set of ``benchmarks/data``, recall@5 0.71-0.82 on the blind ones). The reranker
-weighs the same signals again, with weights learned from the labelled probes of many
-people: the search's score and rank, each encoder's closeness of the line to the message
+needs is nearly always among the search's first 20 but often not its first 5
+(docs/recall.md, session 16). The reranker weighs the same signals again, with weights
+learned from the labelled probes of many people: the search's score and rank, each encoder's closeness of the line to the message
 (against the other candidates), its thread and self-description priors, how much it
 announced an event, its age, its length, whether it is a reply or a question, whether
 the walk reached it, and a few pairings with what the message is (a request for a

@@ -211,3 +211,28 @@ def test_the_training_command_writes_weights_recall_can_load(
     assert reranker is not None
     # Fitted on lines the probes name, it learns that the search's best counts.
     assert reranker.weights[FEATURES.index("score")] > 0
+
+
+def test_the_shipped_order_puts_what_the_person_told_above_its_echoes(use: USEEmbedder) -> None:
+    """The search scores the bot's reply and the person's later question a little above
+    the line they echo; the shipped order puts the person's statement first (what they
+    told is what a reply should build on)."""
+    reranker = load_reranker("multilingual-e5-small-q4", use.name)
+    assert reranker is not None
+    told = line("told", "descobri que tenho intolerância a lactose, nada de leite", T0)
+    reply = MemoryNode(
+        "reply",
+        OWNER,
+        "Entendi, nada de leite então!",
+        NodeType.AKIRA_RESPONSE,
+        T0 + timedelta(minutes=1),
+    )
+    asked = line("asked", "queijo tem lactose?", T0 + timedelta(days=2))
+    listed = [
+        candidate(reply, 1.0, 0.8, second=0.5),
+        candidate(asked, 0.95, 0.8, second=0.5),
+        candidate(told, 0.9, 0.8, second=0.5),
+    ]
+    message = MessageSignals(at=T0 + timedelta(days=5), asks=True, news=False, question=True)
+    order = reranker.order(message, listed)
+    assert listed[order[0]].found.node.id == "told"
