@@ -123,18 +123,28 @@ def out_of_fold(
     return report
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_set_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--sets``, ``--data``, ``--leave-out``: which dev chats a recall training reads."""
     parser.add_argument("--sets", nargs="*", default=list(DEFAULT_SETS), help="files in --data")
     parser.add_argument("--data", default=str(DATA))
     parser.add_argument("--leave-out", action="append", default=[], help="a set not to fit on")
+
+
+def set_paths(args: argparse.Namespace) -> list[Path]:
+    """The files of ``--sets`` in ``--data``, less those named by ``--leave-out``."""
+    return [Path(args.data) / name for name in args.sets if Path(name).stem not in args.leave_out]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_set_arguments(parser)
     parser.add_argument("--encoder", default="usem3")
     parser.add_argument("--penalty", type=float, default=100.0)
     parser.add_argument("--threshold", type=float, default=0.7, help="for the report")
     parser.add_argument("--out", default=str(DEFAULT_HEADS))
     parser.add_argument("--no-report", action="store_true", help="skip the out-of-fold report")
     args = parser.parse_args(argv)
-    paths = [Path(args.data) / name for name in args.sets if Path(name).stem not in args.leave_out]
+    paths = set_paths(args)
     rows = read_rows(paths)
     embedder = build_embedder(args.encoder)
     vectors = np.asarray(embedder.embed_queries([r.text for r in rows]), dtype=np.float32)

@@ -48,7 +48,7 @@ from core.memory.rerank import (
     save_reranker,
 )
 from core.storage import MemoryNode, NodeType, SQLiteStorage
-from training.recall.heads import DATA, DEFAULT_SETS, ROOT, fit_head, read_rows
+from training.recall.heads import ROOT, add_set_arguments, fit_head, read_rows, set_paths
 
 TOP = 5  # the recall@k the report gives
 
@@ -239,9 +239,7 @@ def out_of_fold(probes: Sequence[Probe], penalty: float) -> dict[str, dict[str, 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sets", nargs="*", default=list(DEFAULT_SETS), help="files in --data")
-    parser.add_argument("--data", default=str(DATA))
-    parser.add_argument("--leave-out", action="append", default=[], help="a set not to fit on")
+    add_set_arguments(parser)
     parser.add_argument("--pool", type=int, default=QueryConfig().rerank_pool)
     parser.add_argument("--filler", type=int, default=20, help="chatter blocks a history")
     parser.add_argument("--penalty", type=float, default=1.0)
@@ -252,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", default=str(DEFAULT_RERANKER))
     parser.add_argument("--no-report", action="store_true", help="skip the out-of-fold report")
     args = parser.parse_args(argv)
-    paths = [Path(args.data) / name for name in args.sets if Path(name).stem not in args.leave_out]
+    paths = set_paths(args)
     bench = _benchmark()
     cache = Path(args.cache) if args.cache else bench.default_cache(args.embedder)
     first = bench.CachingEmbedder(build_embedder(args.embedder), cache)
