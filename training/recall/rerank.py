@@ -116,7 +116,8 @@ async def collect(
             storage = SQLiteStorage(Path(tmp) / f"{person.id}.db")
             memory = GraphMemory(storage, first, config=config)
             memory.use_second(second)
-            chatter = {line.id for line in person.lines if ".f" in line.id}
+            # recall_eval.with_filler names the chatter's lines <person>.f<block>.<line>.
+            chatter = {line.id for line in person.lines if line.id.startswith(f"{person.id}.f")}
             async with storage:
                 await storage.users.ensure(owner)
                 for line in person.lines:
