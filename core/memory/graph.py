@@ -775,7 +775,9 @@ class GraphMemory(ConversationMemory):
         """The learned order of the search's candidates (core.memory.rerank) when its
         weights read the two encoders this memory has; None otherwise."""
         name = self.config.query.rerank
-        if self.second is None or name == "off":
+        # Without the second list (its weight 0) the message has no second vector: the
+        # order would read every line's second closeness as 0, which it was not fitted on.
+        if self.second is None or name == "off" or self.config.query.second_weight <= 0:
             return None
         return load_reranker(self.embedder.name, self.second.name, name or None)
 

@@ -163,8 +163,9 @@ async def test_recall_returns_the_learned_order_of_the_search_candidates(
     message = line("m", "o ônibus atrasou de novo", at + timedelta(days=1))
     await memory.store(message)
 
-    async def order(rerank: str, limit: int = 5) -> list[str]:
-        memory.config = replace(memory.config, query=replace(memory.config.query, rerank=rerank))
+    async def order(rerank: str, limit: int = 5, second_weight: float = 1.5) -> list[str]:
+        query = replace(memory.config.query, rerank=rerank, second_weight=second_weight)
+        memory.config = replace(memory.config, query=query)
         recall = await memory.recall(
             OWNER,
             message.content,
@@ -189,6 +190,9 @@ async def test_recall_returns_the_learned_order_of_the_search_candidates(
     other = tmp_path / "other.npz"
     save_reranker(Reranker(HashingEmbedder().name, "another", only("length")), other, {})
     assert await order(str(other)) == searched[:5]
+    # Without the second list the message has no second vector to read closeness with:
+    # the search's order.
+    assert await order(str(lengthy), second_weight=0.0) == await order("off", second_weight=0.0)
     # Nothing asked, nothing found.
     assert await order(str(lengthy), limit=0) == []
 
