@@ -74,6 +74,7 @@ class Line:
     text: str
     kind: str | None = None  # a probe's kind
     expected: tuple[str, ...] = ()
+    chatter: bool = False  # a line of the shared everyday chatter (with_filler)
 
 
 @dataclass(slots=True)
@@ -172,7 +173,7 @@ def with_filler(
         else:
             continue
         for i, (bot, text) in enumerate(block):
-            added.append(Line(f"{person.id}.f{n}.{i}", bot, at + STEP * i, text))
+            added.append(Line(f"{person.id}.f{n}.{i}", bot, at + STEP * i, text, chatter=True))
             taken.append(at + STEP * i)
     lines = sorted([*person.lines, *added], key=lambda line: line.at)
     return Person(person.id, person.language, lines)
@@ -209,6 +210,21 @@ def table(rows: list[tuple[str, dict[int, float]]]) -> dict[str, Any]:
     return out
 
 
+def stored_node(line: Line, owner: str) -> MemoryNode:
+    """``line`` as the bot stores it: the person's message or the bot's reply, in a
+    private chat, at the line's own time."""
+    return MemoryNode(
+        id=line.id,
+        owner=owner,
+        content=line.text,
+        type=NodeType.AKIRA_RESPONSE if line.bot else NodeType.USER_MESSAGE,
+        timestamp=line.at,
+        chat_id="dm",
+        platform_message_id=line.id,
+        source_id=line.id,
+    )
+
+
 async def run_person(
     person: Person, embedder: Any, workdir: Path, config: Any = None, second: Any = None
 ) -> tuple[list[tuple[str, dict[int, float]]], list[tuple[str, dict[int, float]]], list[Any]]:
@@ -224,17 +240,7 @@ async def run_person(
         await storage.users.ensure(owner)
         history: list[Line] = []
         for line in person.lines:
-            node = MemoryNode(
-                id=line.id,
-                owner=owner,
-                content=line.text,
-                type=NodeType.AKIRA_RESPONSE if line.bot else NodeType.USER_MESSAGE,
-                timestamp=line.at,
-                chat_id="dm",
-                platform_message_id=line.id,
-                source_id=line.id,
-            )
-            await memory.store(node)
+            await memory.store(stored_node(line, owner))
             if line.kind is not None:
                 recall = await memory.recall(
                     owner, line.text, scopes=None, limit=max(KS), exclude_ids=[line.id], at=line.at

@@ -47,7 +47,7 @@ from core.memory.rerank import (
     feature_matrix,
     save_reranker,
 )
-from core.storage import MemoryNode, NodeType, SQLiteStorage
+from core.storage import SQLiteStorage
 from training.recall.heads import ROOT, add_set_arguments, fit_head, read_rows, set_paths
 
 TOP = 5  # the recall@k the report gives
@@ -116,23 +116,11 @@ async def collect(
             storage = SQLiteStorage(Path(tmp) / f"{person.id}.db")
             memory = GraphMemory(storage, first, config=config)
             memory.use_second(second)
-            # recall_eval.with_filler names the chatter's lines <person>.f<block>.<line>.
-            chatter = {line.id for line in person.lines if line.id.startswith(f"{person.id}.f")}
+            chatter = {line.id for line in person.lines if line.chatter}
             async with storage:
                 await storage.users.ensure(owner)
                 for line in person.lines:
-                    kind = NodeType.AKIRA_RESPONSE if line.bot else NodeType.USER_MESSAGE
-                    node = MemoryNode(
-                        id=line.id,
-                        owner=owner,
-                        content=line.text,
-                        type=kind,
-                        timestamp=line.at,
-                        chat_id="dm",
-                        platform_message_id=line.id,
-                        source_id=line.id,
-                    )
-                    await memory.store(node)
+                    await memory.store(bench.stored_node(line, owner))
                     if line.kind is None:
                         continue
                     listed = await memory.conversation_candidates(
