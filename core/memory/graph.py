@@ -634,7 +634,8 @@ class GraphMemory(ConversationMemory):
         )
         if found is None:
             return None
-        results, plan, vector, second, known = found
+        results, known = found
+        plan, vector, second = known.plan, known.vector, known.second
         ids = [r.node.id for r in results]
         first = {
             **known.vectors,
@@ -660,9 +661,8 @@ class GraphMemory(ConversationMemory):
             )
             for r in results
         ]
-        message = MessageSignals(
-            at=at, asks=known.asks, news=plan.news, question=is_question(query)
-        )
+        asks = asks_suggestion(plan, known.heads, second[1] if second is not None else None, cfg)
+        message = MessageSignals(at=at, asks=asks, news=plan.news, question=is_question(query))
         return message, listed
 
     async def _conversation_search(
@@ -675,16 +675,7 @@ class GraphMemory(ConversationMemory):
         *,
         exclude_ids: Sequence[str],
         at: datetime,
-    ) -> (
-        tuple[
-            list[RecalledNode],
-            QueryPlan,
-            np.ndarray,
-            tuple[str, np.ndarray, float] | None,
-            _Known,
-        ]
-        | None
-    ):
+    ) -> tuple[list[RecalledNode], _Known] | None:
         """The search of :meth:`search_in_conversation` in its own order, with what it
         read on the way (None for an empty message)."""
         await self._ready()
@@ -768,8 +759,7 @@ class GraphMemory(ConversationMemory):
             bridges=word_bridges(pool, cfg.bridge_lines) if cfg.bridge_share > 0 else None,
             bridge_share=cfg.bridge_share,
         )
-        asks = asks_suggestion(plan, heads, second[1] if second is not None else None, cfg)
-        return results, plan, vector, second, _Known(vectors, pool_second, threads, selves, asks)
+        return results, _Known(plan, vector, second, heads, vectors, pool_second, threads, selves)
 
     def _reranker(self) -> Reranker | None:
         """The learned order of the search's candidates (core.memory.rerank) when its
@@ -838,15 +828,19 @@ class GraphMemory(ConversationMemory):
 
 @dataclass(frozen=True, slots=True)
 class _Known:
-    """What the conversational search read on the way, for the learned order: the pool's
-    vectors of both encoders, the thread and self-description priors, whether the
-    message asks."""
+    """What the conversational search read on the way, for the learned order: the plan,
+    the message's vector of each encoder (the second's with its model and list weight),
+    the recall heads, the pool's vectors of both encoders, the thread and
+    self-description priors."""
 
+    plan: QueryPlan
+    vector: np.ndarray
+    second: tuple[str, np.ndarray, float] | None
+    heads: RecallHeads | None
     vectors: dict[str, np.ndarray]
     second_vectors: dict[str, np.ndarray]
     threads: dict[str, float]
     selves: dict[str, float]
-    asks: bool
 
 
 def _cosine(vector: np.ndarray | None, query: np.ndarray | None) -> float:
