@@ -45,11 +45,12 @@ from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
 from core.memory.entities import extract_entities, without_names
-from core.memory.heads import RecallHeads, load_heads
+from core.memory.heads import LinearHead, RecallHeads, load_heads
 from core.memory.query import (
     QueryConfig,
     QueryPlan,
     asks_suggestion,
+    date_bridges,
     eventness,
     followed_up,
     plan_query,
@@ -646,6 +647,17 @@ class GraphMemory(ConversationMemory):
             missing = [i for i in ids if i not in second_vectors]
             second_vectors.update(await self.graph.second_vectors(owner, second[0], missing))
         cfg = self.config.query
+        # Lines told for about the time of an event the search put first (a question
+        # joining two plans finds one of them).
+        near_found = {
+            other
+            for r in results[: cfg.date_bridge_found]
+            for other in known.near_dates.get(r.node.id, ())
+        }
+        opens = _head_readings(
+            known.heads.opens if known.heads is not None else None,
+            {r.node.id: second_vectors[r.node.id] for r in results if r.node.id in second_vectors},
+        )
         listed = [
             Candidate(
                 found=r,
@@ -658,6 +670,8 @@ class GraphMemory(ConversationMemory):
                 # Threads live in the pool (thread_priors reads only it): a line before
                 # it opened none that is still open, and its dates need no reading.
                 eventness=eventness(r.node, at, cfg) if r.node.id in known.vectors else 0.0,
+                near_date=float(r.node.id in near_found),
+                opens=opens.get(r.node.id, 0.0),
             )
             for r in results
         ]
@@ -713,6 +727,7 @@ class GraphMemory(ConversationMemory):
         )
         tagged = set(self.tagger.tags(searched, vector))  # once, not once a topic
         second_pool = (second[1], pool_second) if second is not None and pool_second else None
+        heads = self._heads()
         priors = thread_priors(
             plan,
             vector,
@@ -723,9 +738,9 @@ class GraphMemory(ConversationMemory):
             topics=[t.name for t in self.tagger.topics if t.name in tagged],
             config=cfg,
             second=second_pool,
+            heads=heads,
         )
         threads = dict(priors)
-        heads = self._heads()
         selves = self_priors(
             plan, vector, pool, vectors, config=cfg, second=second_pool, heads=heads
         )
@@ -736,6 +751,22 @@ class GraphMemory(ConversationMemory):
         slack = timedelta(days=1)
         windows = [(to_ts(w.start - slack), to_ts(w.end + slack)) for w in plan.windows]
         recency = (cfg.follow_recency * plan.weight, cfg.recency_days * 86_400.0)
+        near_dates = (
+            date_bridges(
+                pool, cfg.date_bridge_days, cfg.date_bridge_most, cfg.date_bridge_span_days
+            )
+            if cfg.date_bridge_days > 0
+            else {}
+        )
+        # A question that joins two plans ("can I make it to X?") reaches the other plan by
+        # its date; a request for a suggestion wants what fits the person, not a plan.
+        joins = cfg.date_bridge_share > 0 and (
+            not cfg.date_bridge_gate
+            or (
+                is_question(query)
+                and not asks_suggestion(plan, heads, second[1] if second else None, cfg)
+            )
+        )
         results = await self.searcher.search(
             owner,
             searched,
@@ -758,8 +789,13 @@ class GraphMemory(ConversationMemory):
             spread=cfg.spread,
             bridges=word_bridges(pool, cfg.bridge_lines) if cfg.bridge_share > 0 else None,
             bridge_share=cfg.bridge_share,
+            date_bridges=near_dates if joins else None,
+            date_bridge_share=cfg.date_bridge_share,
         )
-        return results, _Known(plan, vector, second, heads, vectors, pool_second, threads, selves)
+        known = _Known(
+            plan, vector, second, heads, vectors, pool_second, threads, selves, near_dates
+        )
+        return results, known
 
     def _reranker(self) -> Reranker | None:
         """The learned order of the search's candidates (core.memory.rerank) when its
@@ -841,6 +877,16 @@ class _Known:
     second_vectors: dict[str, np.ndarray]
     threads: dict[str, float]
     selves: dict[str, float]
+    near_dates: dict[str, list[str]]  # core.memory.query.date_bridges
+
+
+def _head_readings(head: LinearHead | None, vectors: dict[str, np.ndarray]) -> dict[str, float]:
+    """``head``'s probability for each vector (none without the head or vectors)."""
+    if head is None or not vectors:
+        return {}
+    ids = list(vectors)
+    read = head.probabilities(np.stack([vectors[i] for i in ids]))
+    return {i: float(p) for i, p in zip(ids, read, strict=True)}
 
 
 def _cosine(vector: np.ndarray | None, query: np.ndarray | None) -> float:

@@ -1,14 +1,17 @@
-"""Two learned readings recall makes of chat lines: whether a message asks for a
-suggestion or help, and whether a line of the person states what a suggestion for them
-must fit (a diet, an allergy, a budget, who they live with, what they cannot do).
+"""Learned readings recall makes of chat lines: whether a message asks for a suggestion
+or help, whether a line of the person states what a suggestion for them must fit (a diet,
+an allergy, a budget, who they live with, what they cannot do), and whether it opens a
+matter a later message may take up without its words (a problem, a plan awaiting its
+outcome: "the boiler's making that noise again", "biópsia mês que vem").
 
 The word grammar of :mod:`core.memory.query` (``asks_for_help``, ``describes_self``)
 reads the forms it was written from; people phrase both in more ways than any list
 ("bora pensar num presente?", "Sábado tem churrasco, qual bebida eu levo?", "We are Jain,
 so no onion"). Each head is a logistic regression over the memory's second encoder's
 vector of the line alone (the vector the emotion stage computes for every message, so
-reading it costs no model pass). Recall takes a line as either reading when the grammar
-or the head says so.
+reading it costs no model pass). Recall takes a line as either of the first two readings
+when the grammar or the head says so; the third is a signal of the learned order
+(:mod:`core.memory.rerank`), paired with news of an outcome.
 
 The weights (``weights/recall_heads.npz``) ship with the package beside a JSON recipe
 naming the encoder they were fitted on; vectors of another encoder mean nothing to them,
@@ -31,6 +34,8 @@ log = logging.getLogger(__name__)
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_HEADS = WEIGHTS_DIR / "recall_heads.npz"
 HEAD_NAMES = ("asks", "states")
+# Read when the file has it (heads fitted before it existed load without it).
+OPTIONAL_HEADS = ("opens",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +55,14 @@ class LinearHead:
 
 @dataclass(frozen=True, slots=True)
 class RecallHeads:
-    """The two heads and the encoder whose vectors they read."""
+    """The heads and the encoder whose vectors they read. ``opens``: a line of the person
+    opens a matter a later message will follow up without its words (a problem, a plan
+    awaiting its outcome); the learned order reads it (core.memory.rerank)."""
 
     encoder: str
     asks: LinearHead
     states: LinearHead
+    opens: LinearHead | None = None
 
 
 def recipe_path(weights: Path) -> Path:
@@ -64,8 +72,10 @@ def recipe_path(weights: Path) -> Path:
 def save_heads(heads: RecallHeads, path: Path, recipe: dict[str, object]) -> None:
     """Write ``heads`` to ``path`` and ``recipe`` (with the encoder's name) beside it."""
     arrays: dict[str, np.ndarray] = {}
-    for name in HEAD_NAMES:
-        head: LinearHead = getattr(heads, name)
+    for name in (*HEAD_NAMES, *OPTIONAL_HEADS):
+        head: LinearHead | None = getattr(heads, name)
+        if head is None:
+            continue
         arrays[f"{name}.mean"] = head.mean.astype(np.float32)
         arrays[f"{name}.scale"] = head.scale.astype(np.float32)
         arrays[f"{name}.weights"] = head.weights.astype(np.float32)
@@ -90,7 +100,8 @@ def _read(path: Path) -> RecallHeads | None:
                     weights=data[f"{name}.weights"],
                     bias=float(data[f"{name}.bias"][0]),
                 )
-                for name in HEAD_NAMES
+                for name in (*HEAD_NAMES, *OPTIONAL_HEADS)
+                if name in HEAD_NAMES or f"{name}.mean" in data
             }
     except (OSError, ValueError, KeyError) as exc:
         # Recall goes on with the word grammar alone: a missing file is not worth a

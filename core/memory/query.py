@@ -155,12 +155,19 @@ class QueryConfig:
     # encoder the heads were fitted on).
     asks_threshold: float = 0.7
     states_threshold: float = 0.7
+    # A line the opens head reads above this opens a matter, as one the grammar reads
+    # awaiting an outcome does (``awaiting``: a thread longer, and more of one for news):
+    # "o carro tá fazendo um barulho estranho" awaits "troquei a bandeja, agora nem sinto
+    # nada" though neither the grammar nor the encoders join them. Above 1: off. Chosen
+    # leave-one-set-out with the learned order among 0.8, 0.9, 0.95, 0.98 and off
+    # (docs/recall.md, session 17).
+    opens_threshold: float = 0.9
     heads: str = ""
     # The learned order of the search's first ``rerank_pool`` lines (core.memory.rerank):
     # ``rerank`` a weights file other than the shipped one, or "off" (the search's own
     # order; so is recall without the two encoders the weights were fitted on). Fitted by
     # ``python -m training.recall.rerank`` on the labelled probes of the dev chats and
-    # sets 1-9 (docs/recall.md, session 16).
+    # sets 1-11 (docs/recall.md, sessions 16 and 17).
     rerank: str = ""
     rerank_pool: int = 20
     # A question asking for a time by its unit ("em quais dias da semana são minhas
@@ -201,6 +208,26 @@ class QueryConfig:
     # among 0, 0.2, 0.25, 0.3 and 0.4 (docs/recall.md, session 14).
     bridge_share: float = 0.3
     bridge_lines: int = 2
+    # Two events the person announced for times at most ``date_bridge_days`` apart are
+    # bridged as a rare word bridges two lines (:func:`date_bridges`), for a question
+    # that does not ask for a suggestion (``date_bridge_gate``): a line found for it
+    # passes ``date_bridge_share`` of its score to each of its ``date_bridge_most``
+    # nearest events. A question joining two plans names one and not the other: "o
+    # neto vai nascer antes ou depois de eu entrar na faca?" finds the birth "na
+    # primeira semana de abril" and, by its date, "a cirurgia do menisco, 14 de abril";
+    # "can I get home in time for Bec's wedding on 2 August?" reaches "exchange ends 30
+    # July". A request ("what can I cook on Saturday?") wants what fits the person, not
+    # what else is planned then. A time longer than ``date_bridge_span_days`` ("next
+    # year") dates nothing. 0: off. Chosen leave-one-set-out with the learned order on
+    # the dev chats and sets 1-11 (docs/recall.md, session 17).
+    date_bridge_share: float = 1.0
+    date_bridge_days: float = 21.0
+    date_bridge_most: int = 3
+    date_bridge_span_days: float = 45.0
+    date_bridge_gate: bool = True
+    # The learned order reads whether a line is a near event of one of the search's
+    # first ``date_bridge_found`` lines (core.memory.rerank, "near_date").
+    date_bridge_found: int = 3
 
 
 # Remember-what-I-told-you wrappers: a closed class of phrasings of both languages (the
@@ -694,6 +721,7 @@ def thread_priors(
     topics: Sequence[str] = (),
     config: QueryConfig | None = None,
     second: tuple[np.ndarray, dict[str, np.ndarray]] | None = None,
+    heads: RecallHeads | None = None,
 ) -> dict[str, float]:
     """Seed scores for the person's recent nodes as referents of a follow-up message.
 
@@ -774,6 +802,7 @@ def thread_priors(
     # How strongly a line awaiting an outcome is a thread: most when the message tells
     # or asks for an outcome.
     awaited = cfg.awaiting_news if plan.news else cfg.awaiting
+    opened = _opened(heads, second[1] if second is not None else {}, cfg.opens_threshold)
     priors: dict[str, float] = {}
     for node in pool:
         i = index.get(node.id)
@@ -792,7 +821,7 @@ def thread_priors(
         overdue = _overdue(node, at)
         if overdue is not None:
             age = min(age, overdue)
-        awaiting = awaited > 0 and awaits_outcome(node.content)
+        awaiting = awaited > 0 and (node.id in opened or awaits_outcome(node.content))
         if age > (max(cfg.thread_days, cfg.awaiting_days) if awaiting else cfg.thread_days):
             continue
         event = _eventness(node, cfg, overdue)
@@ -811,6 +840,18 @@ def thread_priors(
             score *= cfg.closed_factor
         priors[node.id] = cfg.prior_scale * weight * score * named
     return priors
+
+
+def _opened(
+    heads: RecallHeads | None, vectors: dict[str, np.ndarray], threshold: float
+) -> set[str]:
+    """The lines (of ``vectors``: id -> the second encoder's vector) the opens head reads
+    as opening a matter, above ``threshold``."""
+    if heads is None or heads.opens is None or not vectors or threshold > 1.0:
+        return set()
+    ids = list(vectors)
+    read = heads.opens.probabilities(np.stack([vectors[i] for i in ids]))
+    return {i for i, p in zip(ids, read, strict=True) if p > threshold}
 
 
 def _closeness(sims: np.ndarray) -> np.ndarray:
@@ -894,6 +935,45 @@ def word_bridges(pool: Sequence[MemoryNode], most: int) -> dict[str, list[str]]:
         if 2 <= len(ids) <= most:
             for one in ids:
                 bridges.setdefault(one, []).extend(other for other in ids if other != one)
+    return bridges
+
+
+def date_bridges(
+    pool: Sequence[MemoryNode], days: float, most: int, span_days: float
+) -> dict[str, list[str]]:
+    """The person's lines in ``pool`` that announced events for times at most ``days``
+    apart: node id -> up to ``most`` such lines, nearest first. An event is a time a line
+    names ahead of when it was told ("cirurgia dia 14 de abril", "exchange ends 30
+    July"), not asked about ("dia 13 é feriado?"), no longer than ``span_days``; the
+    bot's lines echo the person's and are left out, as for :func:`word_bridges`."""
+    events: list[tuple[str, list[Span]]] = []
+    for node in pool:
+        if node.type is not NodeType.USER_MESSAGE:
+            continue
+        told = [
+            found
+            for found in _dated(node.content, node.timestamp)
+            if found.future
+            and (found.end - found.start).total_seconds() <= span_days * _DAY_S
+            and not _asked(node.content, found.text)
+        ]
+        if told:
+            events.append((node.id, told))
+    bridges: dict[str, list[str]] = {}
+    for one, times in events:
+        near: list[tuple[float, str]] = []
+        for other, other_times in events:
+            if other == one:
+                continue
+            gap = min(
+                max(0.0, (max(a.start, b.start) - min(a.end, b.end)).total_seconds() / _DAY_S)
+                for a in times
+                for b in other_times
+            )
+            if gap <= days:
+                near.append((gap, other))
+        if near:
+            bridges[one] = [other for _, other in sorted(near)[:most]]
     return bridges
 
 

@@ -9,8 +9,10 @@ needs is nearly always among the search's first 20 but often not its first 5
 learned from the labelled probes of many people: the search's score and rank, each encoder's closeness of the line to the message
 (against the other candidates), its thread and self-description priors, how much it
 announced an event, its age, its length, whether it is a reply or a question, whether
-the walk reached it, and a few pairings with what the message is (a request for a
-suggestion, news of an outcome, a question).
+the walk reached it, whether it was told for about the time of an event the search put
+first (core.memory.query.date_bridges), the opens head's reading of it (a matter a
+later message may take up, core.memory.heads), and a few pairings with what the message
+is (a request for a suggestion, news of an outcome, a question).
 
 The model is listwise (a softmax over one message's candidates, the lines it needs being
 the target), fitted by Newton's method in ``python -m training.recall.rerank``; its
@@ -65,6 +67,10 @@ FEATURES = (
     "asks_x_second_closeness",
     "news_x_eventness",  # the message tells or asks for an outcome: announced events
     "question_x_question",  # a question recalled for a question
+    "near_date",  # told for about the time of an event the search put first
+    "question_x_near_date",
+    "opens",  # the opens head's reading of the line (core.memory.heads)
+    "news_x_opens",
 )
 
 
@@ -88,6 +94,8 @@ class Candidate:
     thread: float
     self_prior: float
     eventness: float
+    near_date: float = 0.0  # core.memory.query.date_bridges, from the search's first lines
+    opens: float = 0.0  # the opens head's probability (0 without it)
 
 
 def feature_matrix(message: MessageSignals, candidates: Sequence[Candidate]) -> np.ndarray:
@@ -129,6 +137,10 @@ def feature_matrix(message: MessageSignals, candidates: Sequence[Candidate]) -> 
                 asks * second_near,
                 news * c.eventness,
                 asked * question,
+                c.near_date,
+                asked * c.near_date,
+                c.opens,
+                news * c.opens,
             )
         )
     return np.array(rows, dtype=np.float64)

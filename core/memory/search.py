@@ -30,6 +30,8 @@ from core.storage.records import MemoryNode, NodeType, to_ts
 
 # The relation a result reached over a bridge (a rare word shared) is given as.
 BRIDGE = "shared_word"
+# ... and over two events told for about the same time.
+NEAR_DATE = "near_date"
 CENTRE_REUSE = 32  # searches served by one computed centroid of a person
 CENTRE_CACHE = 1024  # people whose centroid is kept (oldest dropped first)
 
@@ -340,6 +342,8 @@ class GraphSearcher:
         text_query: str | None = None,
         bridges: Mapping[str, Sequence[str]] | None = None,
         bridge_share: float = 0.0,
+        date_bridges: Mapping[str, Sequence[str]] | None = None,
+        date_bridge_share: float = 0.0,
     ) -> list[RecalledNode]:
         """``priors``: extra seed scores (node id -> score; a top search seed scores 1),
         e.g. the threads a follow-up may pick up (core.memory.query). ``windows``: times
@@ -359,7 +363,11 @@ class GraphSearcher:
         ``text_query``: what the full-text list looks for (None: ``query``).
         ``bridges``: node id -> nodes it shares something specific with (a rare word:
         core.memory.query.word_bridges); the walk's first step passes ``bridge_share``
-        of a seed's score over each, beside its edges."""
+        of a seed's score over each, beside its edges. ``date_bridges``: the same for
+        events told for about the same time (core.memory.query.date_bridges), with
+        ``date_bridge_share``; a line found by the query's own lists that is also a near
+        event of a better one keeps the better score plus a share of its own, as a
+        line about the query's entity does."""
         cfg = self.config
         if limit <= 0 or (scopes is not None and not scopes):
             return []
@@ -479,12 +487,17 @@ class GraphSearcher:
                 # of a busy node.
                 if level == 1 and bridges and bridge_share > 0:
                     steps += [(bridge_share, other, BRIDGE) for other in bridges.get(parent, ())]
+                if level == 1 and date_bridges and date_bridge_share > 0:
+                    steps += [
+                        (date_bridge_share, other, NEAR_DATE)
+                        for other in date_bridges.get(parent, ())
+                    ]
                 for weight, other, relation in steps:
                     if other == parent:
                         continue
                     if relation == "same_entity" and parent in naming:
                         score = parent_score * cfg.entity_path
-                    elif relation == BRIDGE:
+                    elif relation in (BRIDGE, NEAR_DATE):
                         score = parent_score * weight
                     else:
                         score = parent_score * weight * cfg.hop_decay
@@ -502,7 +515,7 @@ class GraphSearcher:
             next_frontier: list[str] = []
             for node_id, (score, parent, relation) in proposals.items():
                 place = places.get(node_id)
-                if place is None and relation == BRIDGE:
+                if place is None and relation in (BRIDGE, NEAR_DATE):
                     pass  # bridges join nodes the caller read in these scopes, before ``at``
                 elif place is None or not _within(place.scope, place.ts, allowed, until):
                     continue  # never walk into another scope, the future or a vanished node
@@ -510,7 +523,9 @@ class GraphSearcher:
                 if known_hit is None:
                     hits[node_id] = _Hit(score, level, parent, relation)
                     next_frontier.append(node_id)
-                elif known_hit.seed and relation == "same_entity" and parent in naming:
+                elif known_hit.seed and (
+                    (relation == "same_entity" and parent in naming) or relation == NEAR_DATE
+                ):
                     # A weak match that is about the query's entity: the entity's path
                     # is the better reason, the match adds to it.
                     high, low = max(known_hit.score, score), min(known_hit.score, score)

@@ -5,8 +5,9 @@
 
 Portuguese and English: today/yesterday/tomorrow, weekdays (with "last"/"next", "passado"/
 "que vem"; a bare weekday is the next one in a statement, the last one in a question about
-the past; a plural one, "on Mondays", is a habit, not a date), last/this/next week, month
-and year (a bare "week" measures time, it names none), weekend, "N days ago", month names,
+the past; a plural one, "on Mondays", or one after "every" / "toda" is a habit, not a
+date), last/this/next week, month and year (a bare "week" measures time, it names none),
+weekend, "N days ago", month names,
 "dia 12", "15 de abril", "April 15", "12/04", and the holidays people date things by
 (Christmas, New Year, Carnival and Easter, whose dates move with Easter). Each found
 expression becomes a :class:`Span`; ``future`` says it lies after the message (an announced
@@ -85,7 +86,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ("today", r"\b(?:hoje|today|tonight|this morning|esta manha|essa manha)\b"),
         (
             "weekday",
-            rf"\b(?:(?P<pre>{_LAST}|{_NEXT}|this|essa|esta|nesta|nessa)\s+)?"
+            rf"\b(?:(?P<every>todas?\s+(?:as\s+)?|every\s+|each\s+)"
+            rf"|(?P<pre>{_LAST}|{_NEXT}|this|essa|esta|nesta|nessa)\s+)?"
             rf"(?P<wd>{_WD})(?P<plural>s)?(?:-feiras?|\s+feiras?)?"
             rf"(?:\s+(?P<post>{_LAST}|{_NEXT}))?\b",
         ),
@@ -242,8 +244,8 @@ def _resolve(name: str, m: re.Match[str], at: datetime, today: date, past: bool)
     if name == "weekday":
         if m.group("wd") in _ORDINAL_WEEKDAYS and not _is_weekday(m):
             return None
-        if m.group("plural"):
-            return None  # "on Mondays", "às segundas": a habit, not a day
+        if m.group("plural") or m.group("every"):
+            return None  # "on Mondays", "às segundas", "toda quarta": a habit, not a day
         wd = _WEEKDAYS[m.group("wd")]
         back = (today.weekday() - wd) % 7 or 7  # the last one strictly before today
         ahead = (wd - today.weekday()) % 7 or 7

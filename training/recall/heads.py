@@ -1,4 +1,4 @@
-"""Fit recall's two heads (:mod:`core.memory.heads`): ``python -m training.recall.heads``.
+"""Fit recall's heads (:mod:`core.memory.heads`): ``python -m training.recall.heads``.
 
 Data: the hand-written dev chats of ``benchmarks/data`` (the format is in the header of
 ``recall_dev.txt``), every set but the newest blind ones, which stay for checking. A
@@ -7,7 +7,10 @@ person's line is
 * an example of *asking for a suggestion* when it is a preference probe (a request whose
   good answer depends on what the person said before), of not asking otherwise;
 * an example of *stating what a suggestion must fit* when a preference probe lists it
-  among the lines it needs, of not stating otherwise.
+  among the lines it needs, of not stating otherwise;
+* an example of *opening a matter* when an implicit follow-up probe lists it among the
+  lines it points back to (a later message took it up without its words), of not
+  opening one otherwise.
 
 The bot's replies and the shared chatter (``recall_filler.txt``, mixed into every set by
 the benchmark) are left out: the chatter is part of every check, and fitting on it would
@@ -24,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,16 +36,19 @@ import numpy as np
 
 from core.embeddings import build_embedder
 from core.memory.heads import DEFAULT_HEADS, LinearHead, RecallHeads, save_heads
-from core.memory.query import asks_for_help, describes_self
+from core.memory.query import asks_for_help, awaits_outcome, describes_self
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "data"
-# The newest blind sets (10 and 11) are kept out: they check the heads.
+# The newest blind sets (12 and 13) are kept out: they check the heads.
 DEFAULT_SETS = (
     "recall_dev.txt",
     "recall_heldout.txt",
-    *(f"recall_heldout{n}.txt" for n in range(2, 10)),
+    *(f"recall_heldout{n}.txt" for n in range(2, 12)),
 )
+
+
+LABELS = ("asks", "states", "opens")  # the heads fitted (core.memory.heads.RecallHeads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,7 @@ class Row:
     text: str
     asks: bool
     states: bool
+    opens: bool = False
 
 
 def read_rows(paths: Sequence[Path]) -> list[Row]:
@@ -64,8 +71,17 @@ def read_rows(paths: Sequence[Path]) -> list[Row]:
             needed = {
                 e for line in person.lines if line.kind == "preference" for e in line.expected
             }
+            followed = {
+                e for line in person.lines if line.kind == "implicit" for e in line.expected
+            }
             rows += [
-                Row(path.stem, line.text, line.kind == "preference", line.id in needed)
+                Row(
+                    path.stem,
+                    line.text,
+                    line.kind == "preference",
+                    line.id in needed,
+                    line.id in followed,
+                )
                 for line in person.lines
                 if not line.bot
             ]
@@ -99,7 +115,12 @@ def out_of_fold(
     rows: Sequence[Row], vectors: np.ndarray, label: str, penalty: float, threshold: float
 ) -> dict[str, dict[str, int]]:
     """Per set: the head fitted on the other sets, against the word grammar, on it."""
-    grammar = asks_for_help if label == "asks" else describes_self
+    grammars: dict[str, Callable[[str], bool]] = {
+        "asks": asks_for_help,
+        "states": describes_self,
+        "opens": awaits_outcome,
+    }
+    grammar = grammars[label]
     sets = sorted({r.set for r in rows})
     y = np.array([getattr(r, label) for r in rows], dtype=float)
     report: dict[str, dict[str, int]] = {}
@@ -150,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     vectors = np.asarray(embedder.embed_queries([r.text for r in rows]), dtype=np.float32)
     heads = {
         label: fit_head(vectors, np.array([getattr(r, label) for r in rows], float), args.penalty)
-        for label in ("asks", "states")
+        for label in LABELS
     }
     recipe: dict[str, object] = {
         "trained": datetime.now(UTC).date().isoformat(),
@@ -160,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "positives": {label: sum(getattr(r, label) for r in rows) for label in heads},
         "penalty": args.penalty,
     }
-    save_heads(RecallHeads(embedder.name, heads["asks"], heads["states"]), Path(args.out), recipe)
+    save_heads(RecallHeads(embedder.name, **heads), Path(args.out), recipe)
     report: dict[str, object] = {"out": args.out, **recipe}
     if not args.no_report:
         report["out_of_fold"] = {

@@ -29,7 +29,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from core.memory.rerank import (
     save_reranker,
 )
 from core.storage import SQLiteStorage
-from training.recall.heads import ROOT, add_set_arguments, fit_head, read_rows, set_paths
+from training.recall.heads import LABELS, ROOT, add_set_arguments, fit_head, read_rows, set_paths
 
 TOP = 5  # the recall@k the report gives
 
@@ -84,10 +84,10 @@ def fold_heads(
             label: fit_head(
                 vectors[keep], np.array([getattr(r, label) for r in rows], float)[keep], penalty
             )
-            for label in ("asks", "states")
+            for label in LABELS
         }
         target = out / f"{path.stem}.npz"
-        heads = RecallHeads(encoder.name, fitted["asks"], fitted["states"])
+        heads = RecallHeads(encoder.name, **fitted)
         save_heads(heads, target, {"sets": [p.name for p in paths if p != path]})
         found[path.stem] = target
     return found
@@ -100,6 +100,7 @@ async def collect(
     heads: Path | None,
     pool: int,
     filler: int,
+    overrides: Sequence[str] = (),
 ) -> list[Probe]:
     """Replay the set at ``path`` and list each probe's candidates (see the module's doc)."""
     bench = _benchmark()
@@ -107,8 +108,9 @@ async def collect(
     if filler > 0:
         blocks = bench.parse_filler(bench.DEFAULT_FILLER)
         people = [bench.with_filler(p, blocks, filler) for p in people]
-    query = QueryConfig(rerank="off", heads=str(heads) if heads else "")
-    config = GraphConfig(query=query)
+    base = bench.graph_config(overrides) if overrides else GraphConfig()
+    query = replace(base.query, rerank="off", heads=str(heads) if heads else "")
+    config = replace(base, query=query)
     probes: list[Probe] = []
     with tempfile.TemporaryDirectory() as tmp:
         for person in people:
@@ -238,6 +240,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cache", help="embedding cache (.npz; as recall_eval.py's --cache)")
     parser.add_argument("--out", default=str(DEFAULT_RERANKER))
     parser.add_argument("--no-report", action="store_true", help="skip the out-of-fold report")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="GraphConfig override of the search, as in benchmarks/recall_eval.py",
+    )
     args = parser.parse_args(argv)
     paths = set_paths(args)
     bench = _benchmark()
@@ -251,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         heads = fold_heads(paths, second, args.heads_penalty, Path(tmp))
         for path in paths:
             probes += asyncio.run(
-                collect(path, first, second, heads[path.stem], args.pool, args.filler)
+                collect(path, first, second, heads[path.stem], args.pool, args.filler, args.set)
             )
     first.save()
     second.save()
@@ -263,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "probes": len(probes),
         "pool": args.pool,
         "penalty": args.penalty,
+        "overrides": list(args.set),
     }
     save_reranker(Reranker(first.name, second.name, weights), Path(args.out), recipe)
     report: dict[str, object] = {

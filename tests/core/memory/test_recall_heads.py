@@ -59,7 +59,7 @@ def test_the_shipped_heads_read_only_the_encoder_they_were_fitted_on(use: USEEmb
     recipe = json.loads(DEFAULT_HEADS.with_suffix(".json").read_text(encoding="utf-8"))
     assert recipe["encoder"] == use.name
     # The newest blind sets check the heads: never fitted on.
-    assert not {"recall_heldout10.txt", "recall_heldout11.txt"} & set(recipe["sets"])
+    assert not {"recall_heldout12.txt", "recall_heldout13.txt"} & set(recipe["sets"])
 
 
 def test_the_heads_read_what_the_grammar_misses(use: USEEmbedder) -> None:
@@ -148,6 +148,13 @@ def test_weights_written_and_read_back_and_a_broken_file_is_none(
     back = load_heads("enc", path)
     assert back is not None
     assert np.allclose(back.asks.probabilities(x), head.probabilities(x), atol=1e-5)
+    # Heads written before the opens head existed load without it; with it, it is read.
+    assert back.opens is None
+    three = tmp_path / "three.npz"
+    save_heads(RecallHeads("enc", head, head, opens=head), three, {"sets": ["x"]})
+    back = load_heads("enc", three)
+    assert back is not None and back.opens is not None
+    assert np.allclose(back.opens.probabilities(x), head.probabilities(x), atol=1e-5)
     assert load_heads("another", path) is None
     broken = tmp_path / "broken.npz"
     broken.write_bytes(b"\x00not a zip")
@@ -174,3 +181,28 @@ def test_the_training_command_writes_heads_recall_can_load(
     assert heads is not None
     # Fitted on the dev chats' requests, it reads one of them as asking.
     assert heads.asks.probabilities(use.embed_query("me indica algum filme?")) > 0.5
+    assert report["positives"]["opens"] > 0 and heads.opens is not None
+
+
+def test_the_shipped_opens_head_reads_matters_above_chatter(use: USEEmbedder) -> None:
+    heads = load_heads(use.name)
+    assert heads is not None and heads.opens is not None
+    # Written for this test: matters a later message may take up without their words,
+    # and everyday lines that open none.
+    matters = [
+        "o carro tá fazendo um barulho estranho quando passo em buraco",
+        "the dentist says I need a root canal on that back tooth",
+        "minha mãe vai fazer uma biópsia mês que vem, tô com medo",
+        "my landlord wants to raise the rent again, we're arguing about it",
+    ]
+    chatter = [
+        "hoje o céu tava lindo no fim da tarde",
+        "made pancakes for breakfast",
+        "to ouvindo um podcast bem legal",
+        "the cat is asleep on my keyboard again",
+    ]
+    read = {
+        "matters": heads.opens.probabilities(np.stack([use.embed_query(t) for t in matters])),
+        "chatter": heads.opens.probabilities(np.stack([use.embed_query(t) for t in chatter])),
+    }
+    assert read["matters"].min() > read["chatter"].max(), read

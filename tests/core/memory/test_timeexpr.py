@@ -91,6 +91,12 @@ def test_a_plural_weekday_is_a_habit_not_a_date() -> None:
     assert spans("às segundas eu tenho inglês", FRIDAY) == []
     assert spans("aos sábados a gente vai pra feira", FRIDAY) == []
     assert spans("terças e quintas-feiras tenho aula", FRIDAY) == []
+    # "every" / "toda(s)" before one day makes it a habit too.
+    assert spans("o ensaio é toda quarta às 20h", FRIDAY) == []
+    assert spans("todas as segundas-feiras tem reunião", FRIDAY) == []
+    assert spans("every Wednesday I go swimming", FRIDAY) == []
+    assert spans("each Friday we order pizza", FRIDAY) == []
     # One day is still a day.
+    assert first("a prova é quarta")[0] == date(2026, 5, 6)
     assert first("on Monday I swim")[0] == date(2026, 5, 4)
     assert first("no sábado a gente vai pra feira")[0] == date(2026, 5, 2)
