@@ -946,35 +946,55 @@ def date_bridges(
     names ahead of when it was told ("cirurgia dia 14 de abril", "exchange ends 30
     July"), not asked about ("dia 13 é feriado?"), no longer than ``span_days``; the
     bot's lines echo the person's and are left out, as for :func:`word_bridges`."""
-    events: list[tuple[str, list[Span]]] = []
+    ids: list[str] = []
+    times: list[tuple[float, float, int]] = []  # (start, end, line): one row an event
     for node in pool:
         if node.type is not NodeType.USER_MESSAGE:
             continue
-        told = [
-            found
-            for found in _dated(node.content, node.timestamp)
-            if found.future
-            and (found.end - found.start).total_seconds() <= span_days * _DAY_S
-            and not _asked(node.content, found.text)
-        ]
+        told = _events(node.content, node.timestamp, span_days)
         if told:
-            events.append((node.id, told))
+            times += [(start, end, len(ids)) for start, end in told]
+            ids.append(node.id)
+    if len(ids) < 2:
+        return {}
+    spans_of = np.array(times)
+    starts, ends, line = spans_of[:, 0], spans_of[:, 1], spans_of[:, 2].astype(np.intp)
+    # Days between every two events (0 when they overlap), then the nearest of each two
+    # lines' events: numpy, as a pool of 200 lines may hold a hundred dated ones.
+    gaps = np.maximum(np.maximum.outer(starts, starts) - np.minimum.outer(ends, ends), 0.0)
+    first = np.flatnonzero(np.r_[True, line[1:] != line[:-1]])  # a line's events are adjacent
+    nearest = np.minimum.reduceat(np.minimum.reduceat(gaps, first, axis=0), first, axis=1)
+    nearest = nearest / _DAY_S
+    np.fill_diagonal(nearest, np.inf)
+    # Each line's nearest first, ties by id (the order does not depend on the pool's): an
+    # id's rank adds less than a second's difference (times are in whole seconds).
+    key = nearest + np.argsort(np.argsort(ids)) * (0.01 / len(ids) / _DAY_S)
+    if len(ids) > most:
+        key_near = np.argpartition(key, most, axis=1)[:, :most]
+    else:
+        key_near = np.broadcast_to(np.arange(len(ids)), key.shape)
+    order = np.take_along_axis(
+        key_near, np.argsort(np.take_along_axis(key, key_near, axis=1), axis=1), axis=1
+    )
     bridges: dict[str, list[str]] = {}
-    for one, times in events:
-        near: list[tuple[float, str]] = []
-        for other, other_times in events:
-            if other == one:
-                continue
-            gap = min(
-                max(0.0, (max(a.start, b.start) - min(a.end, b.end)).total_seconds() / _DAY_S)
-                for a in times
-                for b in other_times
-            )
-            if gap <= days:
-                near.append((gap, other))
+    for i, one in enumerate(ids):
+        near = [ids[j] for j in order[i] if nearest[i, j] <= days]
         if near:
-            bridges[one] = [other for _, other in sorted(near)[:most]]
+            bridges[one] = near
     return bridges
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _events(content: str, timestamp: datetime, span_days: float) -> tuple[tuple[float, float], ...]:
+    """The events a stored line announced, as (start, end) timestamps (see
+    :func:`date_bridges`; a line never changes: read once)."""
+    return tuple(
+        (found.start.timestamp(), found.end.timestamp())
+        for found in _dated(content, timestamp)
+        if found.future
+        and (found.end - found.start).total_seconds() <= span_days * _DAY_S
+        and not _asked(content, found.text)
+    )
 
 
 @functools.lru_cache(maxsize=1 << 16)
