@@ -45,7 +45,7 @@ from core.embeddings.batcher import EmbeddingBatcher
 from core.memory.base import ConversationMemory, Recall, RecalledNode
 from core.memory.connections import ConnectionConfig, ConnectionDetector
 from core.memory.entities import extract_entities, without_names
-from core.memory.heads import LinearHead, RecallHeads, load_heads
+from core.memory.heads import RecallHeads, load_heads
 from core.memory.query import (
     QueryConfig,
     QueryPlan,
@@ -654,9 +654,17 @@ class GraphMemory(ConversationMemory):
             for r in results[: cfg.date_bridge_found]
             for other in known.near_dates.get(r.node.id, ())
         }
-        opens = _head_readings(
-            known.heads.opens if known.heads is not None else None,
-            {r.node.id: second_vectors[r.node.id] for r in results if r.node.id in second_vectors},
+        opener = known.heads.opens if known.heads is not None else None
+        opens = (
+            opener.read(
+                {
+                    r.node.id: second_vectors[r.node.id]
+                    for r in results
+                    if r.node.id in second_vectors
+                }
+            )
+            if opener is not None
+            else {}
         )
         listed = [
             Candidate(
@@ -675,8 +683,9 @@ class GraphMemory(ConversationMemory):
             )
             for r in results
         ]
-        asks = asks_suggestion(plan, known.heads, second[1] if second is not None else None, cfg)
-        message = MessageSignals(at=at, asks=asks, news=plan.news, question=is_question(query))
+        message = MessageSignals(
+            at=at, asks=known.asks, news=plan.news, question=is_question(query)
+        )
         return message, listed
 
     async def _conversation_search(
@@ -760,12 +769,9 @@ class GraphMemory(ConversationMemory):
         )
         # A question that joins two plans ("can I make it to X?") reaches the other plan by
         # its date; a request for a suggestion wants what fits the person, not a plan.
+        asks = asks_suggestion(plan, heads, second[1] if second is not None else None, cfg)
         joins = cfg.date_bridge_share > 0 and (
-            not cfg.date_bridge_gate
-            or (
-                is_question(query)
-                and not asks_suggestion(plan, heads, second[1] if second else None, cfg)
-            )
+            not cfg.date_bridge_gate or (is_question(query) and not asks)
         )
         results = await self.searcher.search(
             owner,
@@ -793,7 +799,7 @@ class GraphMemory(ConversationMemory):
             date_bridge_share=cfg.date_bridge_share,
         )
         known = _Known(
-            plan, vector, second, heads, vectors, pool_second, threads, selves, near_dates
+            plan, vector, second, heads, vectors, pool_second, threads, selves, near_dates, asks
         )
         return results, known
 
@@ -867,7 +873,7 @@ class _Known:
     """What the conversational search read on the way, for the learned order: the plan,
     the message's vector of each encoder (the second's with its model and list weight),
     the recall heads, the pool's vectors of both encoders, the thread and
-    self-description priors."""
+    self-description priors, the pool's near events, whether the message asks."""
 
     plan: QueryPlan
     vector: np.ndarray
@@ -878,15 +884,7 @@ class _Known:
     threads: dict[str, float]
     selves: dict[str, float]
     near_dates: dict[str, list[str]]  # core.memory.query.date_bridges
-
-
-def _head_readings(head: LinearHead | None, vectors: dict[str, np.ndarray]) -> dict[str, float]:
-    """``head``'s probability for each vector (none without the head or vectors)."""
-    if head is None or not vectors:
-        return {}
-    ids = list(vectors)
-    read = head.probabilities(np.stack([vectors[i] for i in ids]))
-    return {i: float(p) for i, p in zip(ids, read, strict=True)}
+    asks: bool  # the message asks for a suggestion (core.memory.query.asks_suggestion)
 
 
 def _cosine(vector: np.ndarray | None, query: np.ndarray | None) -> float:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,14 @@ class LinearHead:
         """One probability a row of ``matrix`` (or one for a single vector)."""
         z = ((np.asarray(matrix, dtype=np.float32) - self.mean) / self.scale) @ self.weights
         return 1.0 / (1.0 + np.exp(-(z + self.bias)))
+
+    def read(self, vectors: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """One probability an id of ``vectors`` (id -> vector), in one product."""
+        if not vectors:
+            return {}
+        ids = list(vectors)
+        read = self.probabilities(np.stack([vectors[i] for i in ids]))
+        return {i: float(p) for i, p in zip(ids, read, strict=True)}
 
 
 @dataclass(frozen=True, slots=True)

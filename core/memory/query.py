@@ -847,11 +847,9 @@ def _opened(
 ) -> set[str]:
     """The lines (of ``vectors``: id -> the second encoder's vector) the opens head reads
     as opening a matter, above ``threshold``."""
-    if heads is None or heads.opens is None or not vectors or threshold > 1.0:
+    if heads is None or heads.opens is None or threshold > 1.0:
         return set()
-    ids = list(vectors)
-    read = heads.opens.probabilities(np.stack([vectors[i] for i in ids]))
-    return {i for i, p in zip(ids, read, strict=True) if p > threshold}
+    return {i for i, p in heads.opens.read(vectors).items() if p > threshold}
 
 
 def _closeness(sims: np.ndarray) -> np.ndarray:

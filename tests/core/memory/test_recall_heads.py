@@ -155,6 +155,10 @@ def test_weights_written_and_read_back_and_a_broken_file_is_none(
     back = load_heads("enc", three)
     assert back is not None and back.opens is not None
     assert np.allclose(back.opens.probabilities(x), head.probabilities(x), atol=1e-5)
+    by_id = back.opens.read({"a": x[0], "b": x[1]})
+    assert set(by_id) == {"a", "b"}
+    assert np.isclose(by_id["b"], head.probabilities(x[1]), atol=1e-5)
+    assert back.opens.read({}) == {}
     assert load_heads("another", path) is None
     broken = tmp_path / "broken.npz"
     broken.write_bytes(b"\x00not a zip")
