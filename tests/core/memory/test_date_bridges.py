@@ -9,7 +9,8 @@ from datetime import timedelta
 from core.memory.query import QueryConfig, date_bridges
 from core.storage import MemoryNode, NodeType, SQLiteStorage
 from tests.core.memory.conftest import memory_with, ranked
-from tests.core.memory.test_recall_conversation import CHATTER, OWNER, T0, node
+from tests.core.memory.test_recall_conversation import OWNER, T0, node
+from tests.core.memory.test_word_bridges import MORE_CHATTER
 
 OWNERS = [OWNER]  # users in the storage fixture (conftest)
 DAYS, MOST, SPAN = 21.0, 3, 45.0
@@ -57,15 +58,7 @@ def test_a_line_keeps_its_nearest_events() -> None:
 
 
 def _history() -> list[tuple[str, str]]:
-    chatter = [
-        *CHATTER,
-        "fiz um bolo de cenoura, ficou ótimo",
-        "minha vizinha adotou um cachorro barulhento",
-        "to viciado numa série coreana",
-        "o mercado aumentou o preço do café de novo",
-        "achei uma nota de vinte reais no casaco",
-        "meu tênis furou, preciso de outro",
-    ]
+    chatter = MORE_CHATTER[:-4]
     return [
         ("surgery", "o ortopedista marcou a cirurgia do menisco pra 14 de abril"),
         *((f"c{i}", text) for i, text in enumerate(chatter[:8])),

@@ -11,6 +11,20 @@ from tests.core.memory.conftest import memory_with, ranked
 from tests.core.memory.test_recall_conversation import CHATTER, OWNER, T0, node
 
 OWNERS = [OWNER]  # users in the storage fixture (conftest)
+# Everyday lines between the facts a question joins (none shares a word with them).
+MORE_CHATTER = [
+    *CHATTER,
+    "fiz um bolo de cenoura, ficou ótimo",
+    "minha vizinha adotou um cachorro barulhento",
+    "to viciado numa série coreana",
+    "o mercado aumentou o preço do café de novo",
+    "achei uma nota de vinte reais no casaco",
+    "meu tênis furou, preciso de outro",
+    "dormi mal, o calor não deixou",
+    "a padaria da esquina fechou",
+    "aprendi a fazer pão de queijo",
+    "o elevador do prédio quebrou de novo",
+]
 
 
 def test_lines_sharing_a_rare_word_are_bridged() -> None:
@@ -49,19 +63,7 @@ async def test_a_question_joining_two_facts_reaches_both(storage: SQLiteStorage)
 
     memory = memory_with(storage)
     at = T0
-    chatter = [
-        *CHATTER,
-        "fiz um bolo de cenoura, ficou ótimo",
-        "minha vizinha adotou um cachorro barulhento",
-        "to viciado numa série coreana",
-        "o mercado aumentou o preço do café de novo",
-        "achei uma nota de vinte reais no casaco",
-        "meu tênis furou, preciso de outro",
-        "dormi mal, o calor não deixou",
-        "a padaria da esquina fechou",
-        "aprendi a fazer pão de queijo",
-        "o elevador do prédio quebrou de novo",
-    ]
+    chatter = MORE_CHATTER
     lines = [
         ("rehearsal", "o ensaio da banda é toda quarta às 20h, num estúdio no centro"),
         *((f"c{i}", text) for i, text in enumerate(chatter[:11])),
