@@ -10,8 +10,9 @@ reads the forms it was written from; people phrase both in more ways than any li
 so no onion"). Each head is a logistic regression over the memory's second encoder's
 vector of the line alone (the vector the emotion stage computes for every message, so
 reading it costs no model pass). Recall takes a line as either of the first two readings
-when the grammar or the head says so; the third is a signal of the learned order
-(:mod:`core.memory.rerank`), paired with news of an outcome.
+when the grammar or the head says so. The third marks lines as awaiting an outcome beside
+the grammar's (``QueryConfig.opens_threshold``, the thread priors) and is a signal of the
+learned order (:mod:`core.memory.rerank`).
 
 The weights (``weights/recall_heads.npz``) ship with the package beside a JSON recipe
 naming the encoder they were fitted on; vectors of another encoder mean nothing to them,
@@ -66,7 +67,8 @@ class LinearHead:
 class RecallHeads:
     """The heads and the encoder whose vectors they read. ``opens``: a line of the person
     opens a matter a later message will follow up without its words (a problem, a plan
-    awaiting its outcome); the learned order reads it (core.memory.rerank)."""
+    awaiting its outcome); the thread priors and the learned order read it. None in
+    heads fitted before it existed."""
 
     encoder: str
     asks: LinearHead
