@@ -967,13 +967,7 @@ def date_bridges(
     # Each line's nearest first, ties by id (the order does not depend on the pool's): an
     # id's rank adds less than a second's difference (times are in whole seconds).
     key = nearest + np.argsort(np.argsort(ids)) * (0.01 / len(ids) / _DAY_S)
-    if len(ids) > most:
-        key_near = np.argpartition(key, most, axis=1)[:, :most]
-    else:
-        key_near = np.broadcast_to(np.arange(len(ids)), key.shape)
-    order = np.take_along_axis(
-        key_near, np.argsort(np.take_along_axis(key, key_near, axis=1), axis=1), axis=1
-    )
+    order = np.argsort(key, axis=1)[:, :most]
     bridges: dict[str, list[str]] = {}
     for i, one in enumerate(ids):
         near = [ids[j] for j in order[i] if nearest[i, j] <= days]
