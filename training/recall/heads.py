@@ -48,7 +48,13 @@ DEFAULT_SETS = (
 )
 
 
-LABELS = ("asks", "states", "opens")  # the heads fitted (core.memory.heads.RecallHeads)
+# The heads fitted (core.memory.heads.RecallHeads), each beside the word grammar the
+# report compares it with.
+GRAMMARS: dict[str, Callable[[str], bool]] = {
+    "asks": asks_for_help,
+    "states": describes_self,
+    "opens": awaits_outcome,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,16 +117,30 @@ def fit_head(x: np.ndarray, y: np.ndarray, penalty: float, steps: int = 30) -> L
     )
 
 
+def fit_heads(
+    encoder: str,
+    rows: Sequence[Row],
+    vectors: np.ndarray,
+    penalty: float,
+    keep: np.ndarray | None = None,
+) -> RecallHeads:
+    """Every head of :data:`GRAMMARS`, fitted on ``rows`` (those ``keep`` marks, else all)
+    and their ``vectors`` of ``encoder``."""
+    chosen = np.ones(len(rows), dtype=bool) if keep is None else keep
+    fitted = {
+        label: fit_head(
+            vectors[chosen], np.array([getattr(r, label) for r in rows], float)[chosen], penalty
+        )
+        for label in GRAMMARS
+    }
+    return RecallHeads(encoder, **fitted)
+
+
 def out_of_fold(
     rows: Sequence[Row], vectors: np.ndarray, label: str, penalty: float, threshold: float
 ) -> dict[str, dict[str, int]]:
     """Per set: the head fitted on the other sets, against the word grammar, on it."""
-    grammars: dict[str, Callable[[str], bool]] = {
-        "asks": asks_for_help,
-        "states": describes_self,
-        "opens": awaits_outcome,
-    }
-    grammar = grammars[label]
+    grammar = GRAMMARS[label]
     sets = sorted({r.set for r in rows})
     y = np.array([getattr(r, label) for r in rows], dtype=float)
     report: dict[str, dict[str, int]] = {}
@@ -169,24 +189,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = read_rows(paths)
     embedder = build_embedder(args.encoder)
     vectors = np.asarray(embedder.embed_queries([r.text for r in rows]), dtype=np.float32)
-    heads = {
-        label: fit_head(vectors, np.array([getattr(r, label) for r in rows], float), args.penalty)
-        for label in LABELS
-    }
+    heads = fit_heads(embedder.name, rows, vectors, args.penalty)
     recipe: dict[str, object] = {
         "trained": datetime.now(UTC).date().isoformat(),
         "command": " ".join(["python -m training.recall.heads", *(argv or sys.argv[1:])]),
         "sets": [p.name for p in paths],
         "rows": len(rows),
-        "positives": {label: sum(getattr(r, label) for r in rows) for label in heads},
+        "positives": {label: sum(getattr(r, label) for r in rows) for label in GRAMMARS},
         "penalty": args.penalty,
     }
-    save_heads(RecallHeads(embedder.name, **heads), Path(args.out), recipe)
+    save_heads(heads, Path(args.out), recipe)
     report: dict[str, object] = {"out": args.out, **recipe}
     if not args.no_report:
         report["out_of_fold"] = {
             label: out_of_fold(rows, vectors, label, args.penalty, args.threshold)
-            for label in heads
+            for label in GRAMMARS
         }
     print(json.dumps(report, indent=2, ensure_ascii=False))
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from core.embeddings import Embedder, build_embedder
 from core.memory.graph import GraphConfig, GraphMemory
-from core.memory.heads import RecallHeads, save_heads
+from core.memory.heads import save_heads
 from core.memory.query import QueryConfig
 from core.memory.rerank import (
     DEFAULT_RERANKER,
@@ -48,7 +48,7 @@ from core.memory.rerank import (
     save_reranker,
 )
 from core.storage import SQLiteStorage
-from training.recall.heads import LABELS, ROOT, add_set_arguments, fit_head, read_rows, set_paths
+from training.recall.heads import ROOT, add_set_arguments, fit_heads, read_rows, set_paths
 
 TOP = 5  # the recall@k the report gives
 
@@ -80,14 +80,8 @@ def fold_heads(
     found: dict[str, Path] = {}
     for path in paths:
         keep = np.array([r.set != path.stem for r in rows])
-        fitted = {
-            label: fit_head(
-                vectors[keep], np.array([getattr(r, label) for r in rows], float)[keep], penalty
-            )
-            for label in LABELS
-        }
         target = out / f"{path.stem}.npz"
-        heads = RecallHeads(encoder.name, **fitted)
+        heads = fit_heads(encoder.name, rows, vectors, penalty, keep)
         save_heads(heads, target, {"sets": [p.name for p in paths if p != path]})
         found[path.stem] = target
     return found
